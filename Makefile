@@ -1,0 +1,59 @@
+# kiln: `make demo` and `make test` work on a fresh Debian 12 machine as root.
+# Each installs the Debian packages it needs (apt-get), configures with CMake
+# + Ninja, builds, and runs.
+
+BUILD ?= build
+SAN_BUILD ?= build-sanitize
+JOBS ?= $(shell nproc)
+
+# Build and test dependencies, all Debian packages.
+PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
+        nlohmann-json3-dev libgtest-dev libbenchmark-dev
+# Benchmarks also compare against PyTorch 1.13's C++ library.
+BENCH_PKGS := libtorch-dev
+
+.PHONY: demo test check-sanitize bench build deps bench-deps clean
+
+define install_missing
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "kiln: missing Debian packages:$$missing"; \
+	    echo "kiln: run as root, or install them with: sudo apt-get install$$missing"; exit 1; \
+	  fi; \
+	  echo "kiln: installing$$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(PKGS))
+
+bench-deps: deps
+	$(call install_missing,$(BENCH_PKGS))
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/bin/kiln demo
+	./$(BUILD)/bin/kiln info
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure
+
+check-sanitize: deps
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON -DKILN_BUILD_BENCH=OFF
+	cmake --build $(SAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SAN_BUILD) --output-on-failure
+
+bench: bench-deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+	./$(BUILD)/bin/kiln-bench-ops --json
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD)

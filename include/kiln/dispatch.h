@@ -1,0 +1,117 @@
+// The dispatcher: every op is an OpDef (name, schema, shape function, kernels)
+// and every call goes through dispatch(), which first offers the call to the
+// innermost DispatchMode on this thread (grad mode, tracing, tests) and only
+// then runs the kernel for the tensors' device.
+// See Note [One dispatch point] in src/dispatch/dispatcher.cpp.
+#pragma once
+#include <array>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string>;
+
+// Non-tensor arguments of an op call, by name. Small: a linear search is
+// faster than a map for the two or three an op has.
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
+  void set(std::string name, AttrValue v);
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+  int64_t get_int(std::string_view name) const { return get<int64_t>(name); }
+  double get_double(std::string_view name) const { return get<double>(name); }
+  bool get_bool(std::string_view name) const { return get<bool>(name); }
+  const Shape& get_shape(std::string_view name) const { return get<Shape>(name); }
+  DType get_dtype(std::string_view name) const { return get<DType>(name); }
+  const std::string& get_string(std::string_view name) const { return get<std::string>(name); }
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+
+ private:
+  const AttrValue* find(std::string_view name) const;
+  template <typename T>
+  const T& get(std::string_view name) const;
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+// What a shape function predicts for one output. Empty strides mean
+// contiguous; view ops give explicit strides and offset.
+struct TensorMeta {
+  TensorMeta(Shape sizes_, DType dtype_, Shape strides_ = {}, int64_t offset = 0)
+      : sizes(std::move(sizes_)), dtype(dtype_), strides(std::move(strides_)), storage_offset(offset) {}
+  Shape sizes;
+  DType dtype = kFloat32;
+  Shape strides;
+  int64_t storage_offset = 0;
+};
+
+struct OpCall {
+  std::span<const Tensor> inputs;
+  const Attrs& attrs;
+  std::span<Tensor> outputs;  // allocated by the dispatcher from the shape function
+};
+
+using ShapeFn = std::vector<TensorMeta> (*)(std::span<const Tensor> inputs, const Attrs& attrs);
+using KernelFn = void (*)(const OpCall& call);
+
+enum class OpKind : uint8_t {
+  Compute,  // outputs are fresh tensors (or the out= tensors) written by a kernel
+  View,     // outputs alias input 0's storage; the shape function gives their layout
+};
+
+struct OpDef {
+  std::string name;
+  std::string schema;  // PyTorch-style, e.g. "add(Tensor self, Tensor other) -> Tensor"
+  OpKind kind = OpKind::Compute;
+  ShapeFn shape = nullptr;  // required: it alone must be enough to trace the op
+  std::array<KernelFn, kNumDevices> kernels{};
+};
+
+// Registers an op once, at static-initialisation time; the reference stays
+// valid for the life of the process.
+const OpDef& register_op(OpDef def);
+const OpDef* find_op(std::string_view name);
+std::vector<const OpDef*> all_ops();
+
+// Runs an op. `out` empty: outputs are allocated from the shape function.
+// Otherwise `out` holds one tensor per output, of the predicted shape and
+// dtype; they are written in place and their version counters bumped.
+std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {},
+                             std::span<const Tensor> out = {});
+Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {},
+                 std::span<const Tensor> out = {});
+inline Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {},
+                        std::span<const Tensor> out = {}) {
+  return dispatch1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, out);
+}
+
+// Skips modes and runs the kernel: what a mode calls to compute for real.
+std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                               std::span<const Tensor> out = {});
+
+// A mode intercepts every op called on its thread while it is pushed. While
+// its on_op runs, it is popped, so the ops it calls reach the modes below it
+// (or the kernels): calling dispatch() from on_op is how a mode redispatches.
+class DispatchMode {
+ public:
+  virtual ~DispatchMode() = default;
+  virtual std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                    std::span<const Tensor> out) = 0;
+};
+
+// Pushes a mode for its scope. Modes nest; the innermost sees ops first.
+class ModeGuard {
+ public:
+  explicit ModeGuard(DispatchMode* mode);
+  ~ModeGuard();
+  ModeGuard(const ModeGuard&) = delete;
+  ModeGuard& operator=(const ModeGuard&) = delete;
+};
+
+}  // namespace kiln

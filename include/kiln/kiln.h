@@ -1,0 +1,8 @@
+// The one header a kiln user includes.
+#pragma once
+#include "kiln/dispatch.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "kiln/runtime.h"
+#include "kiln/tensor.h"

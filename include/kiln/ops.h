@@ -1,0 +1,162 @@
+// The op set as free functions, named as in PyTorch (torch::add, ...).
+// Each lives in src/ops/ and reaches its kernel through the dispatcher.
+#pragma once
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// ---- type promotion
+// PyTorch's result_type: tensors with dims outrank 0-dim tensors, which
+// outrank wrapped numbers, unless a lower rank holds a higher category.
+DType result_type(std::span<const Tensor> operands);
+DType result_type(const Tensor& a, const Tensor& b);
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast");
+Tensor broadcast_to(const Tensor& t, Shape shape);
+
+// ---- unary
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) or "tanh"
+Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);  // half to even, as torch.round
+Tensor square(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+
+// ---- binary (broadcasting)
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, Scalar exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
+
+// `out=` forms: write into an existing tensor of the result's shape and dtype.
+Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor& exp_out(Tensor& out, const Tensor& x);
+Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, Scalar b);
+Tensor operator>(const Tensor& a, Scalar b);
+
+// ---- reductions. An empty `dims` reduces over every dim.
+Tensor sum(const Tensor& x, Shape dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor mean(const Tensor& x, Shape dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, Shape dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, Shape dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, Shape dims = {}, bool keepdim = false);
+Tensor all(const Tensor& x, Shape dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, Shape dims = {}, bool keepdim = false);
+// correction = 1 is the unbiased estimate (PyTorch's default), 0 the biased one.
+Tensor var(const Tensor& x, Shape dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, Shape dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim = false);
+Tensor norm(const Tensor& x, double p = 2.0, Shape dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor cumsum(const Tensor& x, int64_t dim);
+
+// ---- linear algebra (OpenBLAS)
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});  // x @ weight^T + bias
+
+// ---- neural-network functions
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = {});
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// ---- joining, splitting, indexing
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const Shape& split_sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+
+// ---- random
+Tensor rand(Shape sizes, DType dtype = kFloat32);
+Tensor randn(Shape sizes, DType dtype = kFloat32);
+Tensor randint(int64_t low, int64_t high, Shape sizes, DType dtype = kInt64);
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+
+}  // namespace kiln

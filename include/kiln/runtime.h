@@ -1,0 +1,56 @@
+// Process-wide runtime settings: threads, CPU capability, random seed, and
+// what `kiln info` reports.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// ---- threads: one intra-op pool; the same count is given to OpenBLAS so the
+// two never oversubscribe the cores.
+void set_num_threads(int n);
+int get_num_threads();
+// Runs fn(begin, end) over [begin, end) in chunks of at least `grain`
+// elements. Ranges smaller than two grains run on the calling thread; a
+// parallel_for inside another runs serially.
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// ---- CPU capability: which SIMD kernel variant runs. The best the CPU has
+// by default; KILN_CPU_CAPABILITY=scalar|sse4|avx2|avx512|neon|sve (or
+// set_cpu_capability) forces a lower one.
+enum class Capability : uint8_t { Scalar, SSE4, AVX2, AVX512, NEON, SVE };
+const char* capability_name(Capability c);
+Capability cpu_capability();
+std::vector<Capability> available_capabilities();  // what this CPU and this build can run
+void set_cpu_capability(Capability c);             // kiln::Error if not available
+Capability parse_capability(const std::string& name);
+
+// ---- random numbers: a counter-based (Philox 4x32-10) generator, so a seed
+// gives the same stream whatever the thread count.
+void manual_seed(uint64_t seed);
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  void manual_seed(uint64_t seed) { seed_ = seed, offset_ = 0; }
+  uint64_t seed() const { return seed_; }
+  // Reserves n 128-bit counters and returns the first; callers draw from
+  // [returned, returned + n) so streams never overlap.
+  uint64_t reserve(uint64_t n) {
+    uint64_t o = offset_;
+    offset_ += n;
+    return o;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+Generator& default_generator();
+
+// ---- build and machine facts
+std::string version();
+std::string blas_info();
+
+}  // namespace kiln

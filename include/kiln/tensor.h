@@ -1,0 +1,154 @@
+// Tensor: a shared handle to a TensorImpl. Copying a Tensor copies the handle,
+// never the data (as torch::Tensor). Methods here are thin calls into ops.
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/tensor_impl.h"
+
+namespace kiln {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // Metadata
+  const Shape& sizes() const { return checked()->sizes; }
+  const Shape& strides() const { return checked()->strides; }
+  Shape shape() const { return sizes(); }
+  int64_t dim() const { return static_cast<int64_t>(sizes().size()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return checked()->numel(); }
+  DType dtype() const { return checked()->dtype; }
+  Device device() const { return checked()->device; }
+  int64_t storage_offset() const { return checked()->storage_offset; }
+  size_t element_size() const { return kiln::element_size(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  uint64_t version() const { return checked()->version->load(); }
+  void bump_version() const { checked()->version->fetch_add(1); }
+
+  // Element access
+  template <typename T> T* data_ptr() const;
+  void* raw_data() const { return checked()->data(); }
+  template <typename T> T item() const;
+  Scalar item() const;
+
+  // Views (never copy)
+  Tensor view(Shape shape) const;
+  Tensor reshape(Shape shape) const;  // a view when strides allow, else a copy
+  Tensor permute(Shape dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor expand(Shape shape) const;
+  Tensor expand_as(const Tensor& o) const { return expand(o.sizes()); }
+  Tensor slice(int64_t dim, std::optional<int64_t> start = {}, std::optional<int64_t> end = {}, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
+  Tensor as_strided(Shape sizes, Shape strides, std::optional<int64_t> storage_offset = {}) const;
+
+  // Copies and conversions
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // returns *this when the dtype already matches
+  Tensor detach() const;         // shares storage, drops autograd history
+
+  // In-place (each bumps the version counter)
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& fill_(Scalar value) const;
+  const Tensor& zero_() const;
+  const Tensor& add_(const Tensor& other, Scalar alpha = 1) const;
+  const Tensor& add_(Scalar other) const;
+  const Tensor& sub_(const Tensor& other, Scalar alpha = 1) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(Scalar other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(Scalar other) const;
+  const Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const;
+  const Tensor& masked_fill_(const Tensor& mask, Scalar value) const;
+  const Tensor& neg_() const;
+  const Tensor& exp_() const;
+  const Tensor& relu_() const;
+
+  // Common ops as methods, as in PyTorch
+  Tensor sum(Shape dims = {}, bool keepdim = false) const;
+  Tensor mean(Shape dims = {}, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor neg() const;
+  Tensor pow(Scalar exponent) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor argmax(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+
+  std::string to_string() const;
+
+ private:
+  TensorImpl* checked() const {
+    check(impl_ != nullptr, "Tensor", "used an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Factories
+Tensor empty(Shape sizes, DType dtype = kFloat32);
+Tensor empty_strided(Shape sizes, Shape strides, DType dtype = kFloat32);
+Tensor empty_like(const Tensor& t);
+Tensor zeros(Shape sizes, DType dtype = kFloat32);
+Tensor ones(Shape sizes, DType dtype = kFloat32);
+Tensor full(Shape sizes, Scalar value, std::optional<DType> dtype = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, Scalar value);
+Tensor arange(Scalar end, std::optional<DType> dtype = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = {});
+Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
+Tensor eye(int64_t n, std::optional<int64_t> m = {}, DType dtype = kFloat32);
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = {});
+// A 0-dim tensor marked as a wrapped C++ number, for type promotion.
+Tensor wrapped_scalar(Scalar value);
+Tensor from_blob(void* data, Shape sizes, DType dtype, std::function<void(void*)> deleter = {});
+Tensor from_blob(void* data, Shape sizes, Shape strides, DType dtype, std::function<void(void*)> deleter = {});
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values, Shape sizes = {}) {
+  Shape s = sizes.empty() ? Shape{static_cast<int64_t>(values.size())} : sizes;
+  check(shape_numel(s) == static_cast<int64_t>(values.size()), "tensor", "shape has ", shape_numel(s),
+        " elements but ", values.size(), " values were given");
+  Tensor t = empty(s, dtype_of<T>::value);
+  T* p = t.data_ptr<T>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return t;
+}
+template <typename T>
+Tensor tensor(std::initializer_list<T> values, Shape sizes = {}) {
+  return tensor(std::vector<T>(values), std::move(sizes));
+}
+
+}  // namespace kiln

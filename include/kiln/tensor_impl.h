@@ -1,0 +1,65 @@
+// Storage and TensorImpl: the memory a tensor owns and the metadata (sizes,
+// strides, offset, dtype) through which a tensor or a view reads it.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kiln/dtype.h"
+
+namespace kiln {
+
+enum class Device : uint8_t { CPU };
+inline constexpr int kNumDevices = 1;
+const char* device_name(Device d);
+
+using Shape = std::vector<int64_t>;
+
+// A block of bytes, 64-byte aligned when kiln allocated it, or foreign memory
+// with a deleter (from_blob).
+class StorageImpl {
+ public:
+  explicit StorageImpl(size_t nbytes);  // allocates, uninitialised
+  StorageImpl(void* data, size_t nbytes, std::function<void(void*)> deleter);
+  ~StorageImpl();
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  std::function<void(void*)> deleter_;
+};
+
+// Autograd attaches its per-tensor state here (defined by src/autograd/).
+struct AutogradMeta;
+
+struct TensorImpl {
+  std::shared_ptr<StorageImpl> storage;
+  Shape sizes;
+  Shape strides;  // in elements
+  int64_t storage_offset = 0;
+  DType dtype = kFloat32;
+  Device device = Device::CPU;
+  // Shared by a base and all its views, as in PyTorch: an in-place write
+  // through any of them bumps it.
+  std::shared_ptr<std::atomic<uint64_t>> version = std::make_shared<std::atomic<uint64_t>>(0);
+  // A tensor made from a C++ number: it takes part in type promotion with
+  // the lowest priority (see result_type).
+  bool wrapped_number = false;
+  std::shared_ptr<AutogradMeta> autograd;
+
+  int64_t numel() const;
+  char* data() const {
+    return static_cast<char*>(storage->data()) + storage_offset * static_cast<int64_t>(element_size(dtype));
+  }
+};
+
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& sizes);
+
+}  // namespace kiln

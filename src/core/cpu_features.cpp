@@ -1,0 +1,111 @@
+// CPU capability selection. Kernels are compiled once per SIMD target by
+// Highway (src/kernels/cpu/*_simd.cpp); which target runs is Highway's
+// dynamic dispatch, which we constrain with hwy::DisableTargets so that
+// KILN_CPU_CAPABILITY and set_cpu_capability can force a lower variant.
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "kiln/error.h"
+#include "kiln/runtime.h"
+
+namespace kiln {
+namespace {
+
+int64_t target_bits(Capability c) {
+  switch (c) {
+    case Capability::Scalar: return HWY_EMU128 | HWY_SCALAR;
+    case Capability::SSE4: return HWY_SSE4;
+    case Capability::AVX2: return HWY_AVX2;
+    case Capability::AVX512: return HWY_AVX3 | HWY_AVX3_DL;
+    case Capability::NEON: return HWY_NEON;
+    case Capability::SVE: return HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128;
+  }
+  return 0;
+}
+
+// Capabilities in the order of preference on this architecture.
+std::vector<Capability> ladder() {
+#if HWY_ARCH_X86
+  return {Capability::Scalar, Capability::SSE4, Capability::AVX2, Capability::AVX512};
+#elif HWY_ARCH_ARM
+  return {Capability::Scalar, Capability::NEON, Capability::SVE};
+#else
+  return {Capability::Scalar};
+#endif
+}
+
+// What the CPU supports and this build compiled, read before any mask.
+int64_t compiled_and_supported() {
+  static const int64_t bits = hwy::SupportedTargets() & HWY_TARGETS;
+  return bits;
+}
+
+std::mutex cap_mu;
+
+struct EnvCapability {
+  EnvCapability() {
+    compiled_and_supported();
+    const char* env = std::getenv("KILN_CPU_CAPABILITY");
+    if (!env || !*env) return;
+    try {
+      set_cpu_capability(parse_capability(env));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "kiln: ignoring KILN_CPU_CAPABILITY: %s\n", e.what());
+    }
+  }
+} env_capability;
+
+}  // namespace
+
+const char* capability_name(Capability c) {
+  static constexpr const char* names[] = {"scalar", "sse4", "avx2", "avx512", "neon", "sve"};
+  return names[static_cast<int>(c)];
+}
+
+Capability parse_capability(const std::string& name) {
+  for (int i = 0; i <= static_cast<int>(Capability::SVE); ++i) {
+    auto c = static_cast<Capability>(i);
+    if (name == capability_name(c)) return c;
+  }
+  fail("cpu_capability", "expected one of scalar, sse4, avx2, avx512, neon, sve but got '", name, "'");
+}
+
+std::vector<Capability> available_capabilities() {
+  std::vector<Capability> out;
+  for (Capability c : ladder())
+    if (compiled_and_supported() & target_bits(c)) out.push_back(c);
+  return out;
+}
+
+Capability cpu_capability() {
+  std::lock_guard<std::mutex> lock(cap_mu);
+  const int64_t now = hwy::SupportedTargets() & HWY_TARGETS;
+  Capability best = Capability::Scalar;
+  for (Capability c : ladder())
+    if (now & target_bits(c)) best = c;
+  return best;
+}
+
+void set_cpu_capability(Capability c) {
+  auto avail = available_capabilities();
+  bool ok = false;
+  for (Capability a : avail) ok = ok || a == c;
+  if (!ok) {
+    std::string list;
+    for (Capability a : avail) list += std::string(list.empty() ? "" : ", ") + capability_name(a);
+    fail("set_cpu_capability", "capability '", capability_name(c), "' is not available here; available: ", list);
+  }
+  int64_t allowed = 0;
+  for (Capability l : ladder()) {
+    allowed |= target_bits(l);
+    if (l == c) break;
+  }
+  std::lock_guard<std::mutex> lock(cap_mu);
+  hwy::DisableTargets(~allowed);
+}
+
+}  // namespace kiln

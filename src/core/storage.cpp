@@ -1,0 +1,45 @@
+// Storage allocation (64-byte aligned, so SIMD loads never split a cache
+// line at the start of a tensor) and TensorImpl helpers.
+#include <cstdlib>
+
+#include "kiln/error.h"
+#include "kiln/tensor_impl.h"
+
+namespace kiln {
+
+const char* device_name(Device) { return "cpu"; }
+
+StorageImpl::StorageImpl(size_t nbytes) : nbytes_(nbytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment.
+  size_t rounded = (nbytes + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!data_) fail("empty", "out of memory allocating ", nbytes, " bytes");
+  deleter_ = [](void* p) { std::free(p); };
+}
+
+StorageImpl::StorageImpl(void* data, size_t nbytes, std::function<void(void*)> deleter)
+    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+
+StorageImpl::~StorageImpl() {
+  if (deleter_) deleter_(data_);
+}
+
+int64_t shape_numel(const Shape& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int64_t TensorImpl::numel() const { return shape_numel(sizes); }
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  int64_t s = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+}  // namespace kiln

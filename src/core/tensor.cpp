@@ -1,0 +1,86 @@
+// Tensor metadata accessors, typed element access, and the methods that
+// forward to free-function ops.
+#include "kiln/tensor.h"
+
+#include "kernels/cpu/convert.h"
+#include "kiln/ops.h"
+
+namespace kiln {
+
+int64_t Tensor::size(int64_t d) const {
+  const int64_t n = dim();
+  check(d >= -n && d < n, "size", "dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+        "], but got ", d, ")");
+  return sizes()[d < 0 ? d + n : d];
+}
+
+int64_t Tensor::stride(int64_t d) const {
+  const int64_t n = dim();
+  check(d >= -n && d < n, "stride", "dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+        "], but got ", d, ")");
+  return strides()[d < 0 ? d + n : d];
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (size(d) == 1) continue;
+    if (size(d) == 0) return true;
+    if (stride(d) != expected) return false;
+    expected *= size(d);
+  }
+  return true;
+}
+
+template <typename T>
+T* Tensor::data_ptr() const {
+  check(dtype() == dtype_of<T>::value, "data_ptr", "expected a tensor of dtype ", dtype_of<T>::value,
+        " but this tensor has dtype ", dtype());
+  return reinterpret_cast<T*>(raw_data());
+}
+
+template <typename T>
+T Tensor::item() const {
+  check(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
+  return visit_dtype(dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    return cpu::convert<T>(*reinterpret_cast<const S*>(raw_data()));
+  });
+}
+
+Scalar Tensor::item() const {
+  if (dtype() == kBool) return Scalar(item<bool>());
+  if (is_floating(dtype())) return Scalar(item<double>());
+  return Scalar(item<int64_t>());
+}
+
+#define KILN_INSTANTIATE(T)                 \
+  template T* Tensor::data_ptr<T>() const;  \
+  template T Tensor::item<T>() const;
+KILN_INSTANTIATE(bool)
+KILN_INSTANTIATE(uint8_t)
+KILN_INSTANTIATE(int8_t)
+KILN_INSTANTIATE(int16_t)
+KILN_INSTANTIATE(int32_t)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(Half)
+KILN_INSTANTIATE(BFloat16)
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+#undef KILN_INSTANTIATE
+
+Tensor Tensor::sum(Shape dims, bool keepdim) const { return kiln::sum(*this, std::move(dims), keepdim); }
+Tensor Tensor::mean(Shape dims, bool keepdim) const { return kiln::mean(*this, std::move(dims), keepdim); }
+Tensor Tensor::max() const { return kiln::max(*this); }
+Tensor Tensor::min() const { return kiln::min(*this); }
+Tensor Tensor::abs() const { return kiln::abs(*this); }
+Tensor Tensor::exp() const { return kiln::exp(*this); }
+Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::neg() const { return kiln::neg(*this); }
+Tensor Tensor::pow(Scalar e) const { return kiln::pow(*this, e); }
+Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
+Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
+Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim) const { return kiln::argmax(*this, d, keepdim); }
+
+}  // namespace kiln

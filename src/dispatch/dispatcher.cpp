@@ -1,0 +1,216 @@
+// Note [One dispatch point]
+// Every op call, from a free function, a Tensor method or the stable ABI,
+// ends in dispatch(). It offers the call to the innermost DispatchMode of this
+// thread first; grad mode, the compile tracer and tests are such modes, so no
+// op needs special cases for them. Without a mode, run_kernel() asks the op's
+// shape function for the outputs' metadata, allocates them (or checks the
+// out= tensors against it), and calls the kernel for the inputs' device.
+#include "kiln/dispatch.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+// ---- Attrs
+
+void Attrs::set(std::string name, AttrValue v) {
+  for (auto& [k, val] : items_)
+    if (k == name) {
+      val = std::move(v);
+      return;
+    }
+  items_.emplace_back(std::move(name), std::move(v));
+}
+
+const AttrValue* Attrs::find(std::string_view name) const {
+  for (const auto& [k, v] : items_)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+template <typename T>
+const T& Attrs::get(std::string_view name) const {
+  const AttrValue* v = find(name);
+  if (!v) fail("dispatch", "missing attribute '", name, "'");
+  const T* p = std::get_if<T>(v);
+  if (!p) fail("dispatch", "attribute '", name, "' has another type");
+  return *p;
+}
+template const int64_t& Attrs::get<int64_t>(std::string_view) const;
+template const double& Attrs::get<double>(std::string_view) const;
+template const bool& Attrs::get<bool>(std::string_view) const;
+template const Shape& Attrs::get<Shape>(std::string_view) const;
+template const DType& Attrs::get<DType>(std::string_view) const;
+template const std::string& Attrs::get<std::string>(std::string_view) const;
+
+// ---- registry
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// The mode stack of this thread. `active` counts the modes visible to the
+// next dispatch: it drops while a mode's on_op runs so that mode's own calls
+// go below it.
+struct ModeStack {
+  std::vector<DispatchMode*> modes;
+  size_t active = 0;
+};
+thread_local ModeStack mode_stack;
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.raw_data() == b.raw_data() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.dtype() == b.dtype();
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+const OpDef& register_op(OpDef def) {
+  check(def.shape != nullptr, "register_op", "op '", def.name, "' has no shape function");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto [it, inserted] = r.ops.emplace(def.name, nullptr);
+  check(inserted, "register_op", "op '", def.name, "' is registered twice");
+  it->second = std::make_unique<OpDef>(std::move(def));
+  return *it->second;
+}
+
+const OpDef* find_op(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  return it == r.ops.end() ? nullptr : it->second.get();
+}
+
+std::vector<const OpDef*> all_ops() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<const OpDef*> out;
+  for (auto& [k, v] : r.ops) out.push_back(v.get());
+  return out;
+}
+
+// ---- modes
+
+ModeGuard::ModeGuard(DispatchMode* mode) {
+  mode_stack.modes.push_back(mode);
+  mode_stack.active = mode_stack.modes.size();
+}
+
+ModeGuard::~ModeGuard() {
+  mode_stack.modes.pop_back();
+  mode_stack.active = mode_stack.modes.size();
+}
+
+std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::span<const Tensor> out) {
+  ModeStack& st = mode_stack;
+  if (st.active > 0) {
+    DispatchMode* mode = st.modes[st.active - 1];
+    struct Lower {
+      ModeStack& st;
+      size_t saved;
+      ~Lower() { st.active = saved; }
+    } lower{st, st.active};
+    --st.active;
+    return mode->on_op(op, inputs, attrs, out);
+  }
+  return run_kernel(op, inputs, attrs, out);
+}
+
+Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                 std::span<const Tensor> out) {
+  auto r = dispatch(op, inputs, attrs, out);
+  return r.empty() ? Tensor() : r[0];
+}
+
+// ---- kernels
+
+std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                               std::span<const Tensor> out) {
+  for (const Tensor& t : inputs)
+    check(t.defined(), op.name.c_str(), "got an undefined tensor as input");
+  std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+
+  if (op.kind == OpKind::View) {
+    std::vector<Tensor> views;
+    for (TensorMeta& m : metas) {
+      auto impl = std::make_shared<TensorImpl>();
+      const TensorImpl* base = inputs[0].impl();
+      impl->storage = base->storage;
+      impl->version = base->version;
+      impl->dtype = base->dtype;
+      impl->device = base->device;
+      impl->sizes = std::move(m.sizes);
+      impl->strides = std::move(m.strides);
+      impl->storage_offset = m.storage_offset;
+      views.emplace_back(std::move(impl));
+    }
+    return views;
+  }
+
+  std::vector<Tensor> outputs;
+  outputs.reserve(metas.size());
+  // out= tensors that share memory with an input in another layout would be
+  // read after being written; those get a temporary and a copy at the end.
+  std::vector<std::pair<Tensor, Tensor>> copy_back;
+  if (out.empty()) {
+    for (const TensorMeta& m : metas) outputs.push_back(empty(m.sizes, m.dtype));
+  } else {
+    check(out.size() == metas.size(), op.name.c_str(), "expected ", metas.size(), " out= tensors but got ",
+          out.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Tensor& o = out[i];
+      check(o.defined(), op.name.c_str(), "got an undefined out= tensor");
+      check(o.sizes() == metas[i].sizes, op.name.c_str(), "out= tensor has shape ", shape_str(o.sizes()),
+            " but the result has shape ", shape_str(metas[i].sizes));
+      check(o.dtype() == metas[i].dtype, op.name.c_str(), "out= tensor has dtype ", o.dtype(),
+            " but the result has dtype ", metas[i].dtype);
+      bool overlaps = false;
+      for (const Tensor& in : inputs)
+        if (in.impl()->storage == o.impl()->storage && !same_layout(in, o)) overlaps = true;
+      if (overlaps) {
+        Tensor tmp = empty(metas[i].sizes, metas[i].dtype);
+        copy_back.emplace_back(o, tmp);
+        outputs.push_back(tmp);
+      } else {
+        outputs.push_back(o);
+      }
+    }
+  }
+
+  Device dev = inputs.empty() ? Device::CPU : inputs[0].device();
+  KernelFn kernel = op.kernels[static_cast<int>(dev)];
+  check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", device_name(dev));
+  kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
+  for (auto& [dst, tmp] : copy_back) {
+    dst.copy_(tmp);
+  }
+  if (!out.empty()) {
+    std::vector<Tensor> result(out.begin(), out.end());
+    for (const Tensor& o : result) o.bump_version();
+    return result;
+  }
+  return outputs;
+}
+
+}  // namespace kiln

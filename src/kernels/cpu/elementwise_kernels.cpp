@@ -1,0 +1,158 @@
+// Elementwise kernels: float32 (and float16/bfloat16 converted through
+// float32 buffers) go to the SIMD kernels; float64 and integers use the
+// scalar functors in strided loops.
+#include <limits>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/scalar_functors.h"
+#include "kernels/cpu/simd.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int64_t kChunk = 256;
+
+double attr_or(const Attrs& a, const char* name, double dflt) {
+  return a.has(name) ? a.get_double(name) : dflt;
+}
+
+// Runs a float32 SIMD row function over a strided T operand pair, through
+// small float buffers when the data is not contiguous float32.
+template <typename T, class Contig>
+void unary_f32_path(const Tensor& out, const Tensor& x, Contig contig) {
+  auto plan = make_plan<2>({&out, &x}, out.sizes());
+  for_each_segment<2>(plan, [&](char* const* p, const int64_t* s, int64_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (s[0] == 4 && s[1] == 4) {
+        contig(reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+        return;
+      }
+    }
+    float buf[kChunk];
+    for (int64_t off = 0; off < n; off += kChunk) {
+      const int64_t m = std::min(kChunk, n - off);
+      load_f32<T>(p[1] + off * s[1], s[1], buf, m);
+      contig(buf, buf, m);
+      store_f32<T>(buf, p[0] + off * s[0], s[0], m);
+    }
+  });
+}
+
+}  // namespace
+
+template <UnaryOp OP>
+void unary_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& out = c.outputs[0];
+  const double lo = attr_or(c.attrs, "min", -std::numeric_limits<double>::infinity());
+  const double hi = attr_or(c.attrs, "max", std::numeric_limits<double>::infinity());
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || is_16bit_float<T>) {
+      unary_f32_path<T>(out, x, [&](const float* in, float* o, int64_t n) {
+        simd::unary_f32(static_cast<int>(OP), in, o, static_cast<size_t>(n), static_cast<float>(lo),
+                        static_cast<float>(hi));
+      });
+    } else if constexpr (std::is_same_v<T, bool>) {
+      fail("unary", "bool tensors are not supported by this op");
+    } else {
+      const T tlo = clamp_bound<T>(lo), thi = clamp_bound<T>(hi);
+      map_elementwise<T, T>(out, {&x}, [=](T v) { return unary_scalar<OP, T>(v, tlo, thi); });
+    }
+  });
+}
+
+template <BinaryOp OP>
+void binary_kernel(const OpCall& c) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor& out = c.outputs[0];
+  const double alpha = attr_or(c.attrs, "alpha", 1.0);
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || is_16bit_float<T>) {
+      const float fa = static_cast<float>(alpha);
+      auto plan = make_plan<3>({&out, &a, &b}, out.sizes());
+      for_each_segment<3>(plan, [&](char* const* p, const int64_t* s, int64_t n) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
+            simd::binary_f32(static_cast<int>(OP), reinterpret_cast<const float*>(p[1]), s[1] ? 1 : 0,
+                             reinterpret_cast<const float*>(p[2]), s[2] ? 1 : 0, reinterpret_cast<float*>(p[0]),
+                             static_cast<size_t>(n), fa);
+            return;
+          }
+        }
+        float ba[kChunk], bb[kChunk];
+        for (int64_t off = 0; off < n; off += kChunk) {
+          const int64_t m = std::min(kChunk, n - off);
+          load_f32<T>(p[1] + off * s[1], s[1], ba, m);
+          load_f32<T>(p[2] + off * s[2], s[2], bb, m);
+          simd::binary_f32(static_cast<int>(OP), ba, 1, bb, 1, ba, static_cast<size_t>(m), fa);
+          store_f32<T>(ba, p[0] + off * s[0], s[0], m);
+        }
+      });
+    } else if constexpr (std::is_same_v<T, bool>) {
+      fail("binary", "bool tensors are not supported by this op");
+    } else {
+      const T talpha = static_cast<T>(alpha);
+      map_elementwise<T, T, T>(out, {&a, &b}, [=](T x, T y) { return binary_scalar<OP, T>(x, y, talpha); });
+    }
+  });
+}
+
+template <CompareOp OP>
+void compare_kernel(const OpCall& c) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  visit_dtype(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<is_16bit_float<T>, float, T>;
+    map_elementwise<bool, T, T>(c.outputs[0], {&a, &b}, [](T x, T y) {
+      return compare_scalar<OP, C>(static_cast<C>(x), static_cast<C>(y));
+    });
+  });
+}
+
+void logical_not_kernel(const OpCall& c) {
+  visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map_elementwise<bool, T>(c.outputs[0], {&c.inputs[0]}, [](T x) { return !convert<bool>(x); });
+  });
+}
+
+void where_kernel(const OpCall& c) {
+  visit_dtype(c.outputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map_elementwise<T, bool, T, T>(c.outputs[0], {&c.inputs[0], &c.inputs[1], &c.inputs[2]},
+                                   [](bool m, T x, T y) { return m ? x : y; });
+  });
+}
+
+// Explicit instantiations: the op table takes their addresses.
+#define KILN_UNARY(name) template void unary_kernel<UnaryOp::name>(const OpCall&);
+KILN_UNARY(Neg) KILN_UNARY(Abs) KILN_UNARY(Sign) KILN_UNARY(Exp) KILN_UNARY(Expm1) KILN_UNARY(Log)
+KILN_UNARY(Log1p) KILN_UNARY(Sqrt) KILN_UNARY(Rsqrt) KILN_UNARY(Reciprocal) KILN_UNARY(Sin) KILN_UNARY(Cos)
+KILN_UNARY(Tanh) KILN_UNARY(Sigmoid) KILN_UNARY(Relu) KILN_UNARY(GeluErf) KILN_UNARY(GeluTanh) KILN_UNARY(Silu)
+KILN_UNARY(Erf) KILN_UNARY(Floor) KILN_UNARY(Ceil) KILN_UNARY(Round) KILN_UNARY(Square) KILN_UNARY(Clamp)
+#undef KILN_UNARY
+template void binary_kernel<BinaryOp::Add>(const OpCall&);
+template void binary_kernel<BinaryOp::Sub>(const OpCall&);
+template void binary_kernel<BinaryOp::Mul>(const OpCall&);
+template void binary_kernel<BinaryOp::Div>(const OpCall&);
+template void binary_kernel<BinaryOp::Pow>(const OpCall&);
+template void binary_kernel<BinaryOp::Maximum>(const OpCall&);
+template void binary_kernel<BinaryOp::Minimum>(const OpCall&);
+template void binary_kernel<BinaryOp::Fmod>(const OpCall&);
+template void compare_kernel<CompareOp::Eq>(const OpCall&);
+template void compare_kernel<CompareOp::Ne>(const OpCall&);
+template void compare_kernel<CompareOp::Lt>(const OpCall&);
+template void compare_kernel<CompareOp::Le>(const OpCall&);
+template void compare_kernel<CompareOp::Gt>(const OpCall&);
+template void compare_kernel<CompareOp::Ge>(const OpCall&);
+template void compare_kernel<CompareOp::And>(const OpCall&);
+template void compare_kernel<CompareOp::Or>(const OpCall&);
+template void compare_kernel<CompareOp::Xor>(const OpCall&);
+
+}  // namespace kiln::cpu

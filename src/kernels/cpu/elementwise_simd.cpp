@@ -1,0 +1,203 @@
+// SIMD unary and binary float32 kernels, compiled once per Highway target.
+// The vector functors mirror scalar_functors.h, which the tests compare
+// against.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/elementwise_simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/op_codes.h"
+#include "kernels/cpu/simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// erf for float32 to ~2.5e-7 relative: a Taylor series near zero (where
+// 1 - erfc would cancel) and Numerical Recipes' Chebyshev erfc elsewhere.
+template <class D, class V>
+HWY_INLINE V Erf(D d, V x) {
+  const V ax = hn::Abs(x);
+  const V x2 = hn::Mul(x, x);
+  V series = hn::Set(d, -1.0f / 1320.0f);
+  series = hn::MulAdd(series, x2, hn::Set(d, 1.0f / 216.0f));
+  series = hn::MulAdd(series, x2, hn::Set(d, -1.0f / 42.0f));
+  series = hn::MulAdd(series, x2, hn::Set(d, 1.0f / 10.0f));
+  series = hn::MulAdd(series, x2, hn::Set(d, -1.0f / 3.0f));
+  series = hn::MulAdd(series, x2, hn::Set(d, 1.0f));
+  series = hn::Mul(hn::Mul(series, x), hn::Set(d, 1.1283791670955126f));
+  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(hn::Set(d, 0.5f), ax, hn::Set(d, 1.0f)));
+  V p = hn::Set(d, 0.17087277f);
+  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
+  const V erfc = hn::Mul(t, hn::Exp(d, hn::Sub(p, hn::Mul(ax, ax))));
+  const V far = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), erfc), x);
+  return hn::IfThenElse(hn::Lt(ax, hn::Set(d, 0.5f)), series, far);
+}
+
+template <class D, class V>
+HWY_INLINE V Sigmoid(D d, V x) {
+  const V one = hn::Set(d, 1.0f);
+  return hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(x))));
+}
+
+template <UnaryOp OP, class D, class V>
+HWY_INLINE V ApplyUnary(D d, V x, V lo, V hi) {
+  const V zero = hn::Zero(d);
+  const V one = hn::Set(d, 1.0f);
+  if constexpr (OP == UnaryOp::Neg) return hn::Neg(x);
+  else if constexpr (OP == UnaryOp::Abs) return hn::Abs(x);
+  else if constexpr (OP == UnaryOp::Sign)
+    return hn::Sub(hn::IfThenElseZero(hn::Gt(x, zero), one), hn::IfThenElseZero(hn::Lt(x, zero), one));
+  else if constexpr (OP == UnaryOp::Exp) return hn::Exp(d, x);
+  else if constexpr (OP == UnaryOp::Expm1) return hn::Expm1(d, x);
+  else if constexpr (OP == UnaryOp::Log) return hn::Log(d, x);
+  else if constexpr (OP == UnaryOp::Log1p) return hn::Log1p(d, x);
+  else if constexpr (OP == UnaryOp::Sqrt) return hn::Sqrt(x);
+  else if constexpr (OP == UnaryOp::Rsqrt) return hn::Div(one, hn::Sqrt(x));
+  else if constexpr (OP == UnaryOp::Reciprocal) return hn::Div(one, x);
+  else if constexpr (OP == UnaryOp::Sin) return hn::Sin(d, x);
+  else if constexpr (OP == UnaryOp::Cos) return hn::Cos(d, x);
+  else if constexpr (OP == UnaryOp::Tanh) return hn::Tanh(d, x);
+  else if constexpr (OP == UnaryOp::Sigmoid) return Sigmoid(d, x);
+  else if constexpr (OP == UnaryOp::Relu) return hn::IfThenElse(hn::Lt(x, zero), zero, x);  // keeps NaN
+  else if constexpr (OP == UnaryOp::GeluErf)
+    return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x),
+                   hn::Add(one, Erf(d, hn::Mul(x, hn::Set(d, static_cast<float>(M_SQRT1_2))))));
+  else if constexpr (OP == UnaryOp::GeluTanh) {
+    const V inner = hn::Mul(hn::Set(d, 0.7978845608028654f),
+                            hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), hn::Mul(x, x)), x, x));
+    return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(one, hn::Tanh(d, inner)));
+  } else if constexpr (OP == UnaryOp::Silu) return hn::Mul(x, Sigmoid(d, x));
+  else if constexpr (OP == UnaryOp::Erf) return Erf(d, x);
+  else if constexpr (OP == UnaryOp::Floor) return hn::Floor(x);
+  else if constexpr (OP == UnaryOp::Ceil) return hn::Ceil(x);
+  else if constexpr (OP == UnaryOp::Round) return hn::Round(x);
+  else if constexpr (OP == UnaryOp::Square) return hn::Mul(x, x);
+  else if constexpr (OP == UnaryOp::Clamp) {
+    const V c = hn::Min(hn::Max(x, lo), hi);
+    return hn::IfThenElse(hn::Eq(x, x), c, x);  // NaN passes through
+  }
+}
+
+// Highway's math functions do not all propagate NaN (Exp(NaN) is 0): every
+// op except those that define NaN handling themselves passes NaN through.
+template <UnaryOp OP, class D, class V>
+HWY_INLINE V ApplyUnaryNaN(D d, V x, V lo, V hi) {
+  const V r = ApplyUnary<OP>(d, x, lo, hi);
+  if constexpr (OP == UnaryOp::Clamp || OP == UnaryOp::Relu || OP == UnaryOp::Sign) return r;
+  else return hn::IfThenElse(hn::Eq(x, x), r, x);
+}
+
+template <UnaryOp OP>
+void UnaryLoop(const float* in, float* out, size_t n, float lo, float hi) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(ApplyUnaryNaN<OP>(d, hn::LoadU(d, in + i), vlo, vhi), d, out + i);
+  if (i < n) {  // the tail goes through a padded buffer so no lane reads past the end
+    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
+    std::memcpy(buf, in + i, (n - i) * sizeof(float));
+    hn::Store(ApplyUnaryNaN<OP>(d, hn::Load(d, buf), vlo, vhi), d, buf);
+    std::memcpy(out + i, buf, (n - i) * sizeof(float));
+  }
+}
+
+void UnaryF32(int op, const float* in, float* out, size_t n, float lo, float hi) {
+  switch (static_cast<UnaryOp>(op)) {
+#define KILN_UNARY_CASE(name) \
+  case UnaryOp::name: return UnaryLoop<UnaryOp::name>(in, out, n, lo, hi);
+    KILN_UNARY_CASE(Neg) KILN_UNARY_CASE(Abs) KILN_UNARY_CASE(Sign) KILN_UNARY_CASE(Exp)
+    KILN_UNARY_CASE(Expm1) KILN_UNARY_CASE(Log) KILN_UNARY_CASE(Log1p) KILN_UNARY_CASE(Sqrt)
+    KILN_UNARY_CASE(Rsqrt) KILN_UNARY_CASE(Reciprocal) KILN_UNARY_CASE(Sin) KILN_UNARY_CASE(Cos)
+    KILN_UNARY_CASE(Tanh) KILN_UNARY_CASE(Sigmoid) KILN_UNARY_CASE(Relu) KILN_UNARY_CASE(GeluErf)
+    KILN_UNARY_CASE(GeluTanh) KILN_UNARY_CASE(Silu) KILN_UNARY_CASE(Erf) KILN_UNARY_CASE(Floor)
+    KILN_UNARY_CASE(Ceil) KILN_UNARY_CASE(Round) KILN_UNARY_CASE(Square) KILN_UNARY_CASE(Clamp)
+#undef KILN_UNARY_CASE
+  }
+}
+
+template <BinaryOp OP, class D, class V>
+HWY_INLINE V ApplyBinary(D /*d*/, V a, V b, V alpha) {
+  if constexpr (OP == BinaryOp::Add) return hn::MulAdd(alpha, b, a);
+  else if constexpr (OP == BinaryOp::Sub) return hn::NegMulAdd(alpha, b, a);
+  else if constexpr (OP == BinaryOp::Mul) return hn::Mul(a, b);
+  else if constexpr (OP == BinaryOp::Div) return hn::Div(a, b);
+  else if constexpr (OP == BinaryOp::Maximum) {
+    const V m = hn::Max(a, b);  // NaN in either input propagates, as in torch.maximum
+    return hn::IfThenElse(hn::And(hn::Eq(a, a), hn::Eq(b, b)), m, hn::Add(a, b));
+  } else if constexpr (OP == BinaryOp::Minimum) {
+    const V m = hn::Min(a, b);
+    return hn::IfThenElse(hn::And(hn::Eq(a, a), hn::Eq(b, b)), m, hn::Add(a, b));
+  }
+}
+
+template <BinaryOp OP>
+void BinaryLoop(const float* a, size_t as, const float* b, size_t bs, float* out, size_t n, float alpha) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto valpha = hn::Set(d, alpha);
+  const auto va0 = hn::Set(d, a[0]), vb0 = hn::Set(d, b[0]);
+  auto load = [&](const float* p, size_t step, decltype(va0) bcast, size_t i) {
+    return step ? hn::LoadU(d, p + i) : bcast;
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(ApplyBinary<OP>(d, load(a, as, va0, i), load(b, bs, vb0, i), valpha), d, out + i);
+  if (i < n) {
+    HWY_ALIGN float ba[HWY_MAX_BYTES / sizeof(float)] = {};
+    HWY_ALIGN float bb[HWY_MAX_BYTES / sizeof(float)] = {};
+    for (size_t j = i; j < n; ++j) ba[j - i] = a[j * as], bb[j - i] = b[j * bs];
+    hn::Store(ApplyBinary<OP>(d, hn::Load(d, ba), hn::Load(d, bb), valpha), d, ba);
+    std::memcpy(out + i, ba, (n - i) * sizeof(float));
+  }
+}
+
+void BinaryF32(int op, const float* a, size_t as, const float* b, size_t bs, float* out, size_t n,
+               float alpha) {
+  switch (static_cast<BinaryOp>(op)) {
+    case BinaryOp::Add: return BinaryLoop<BinaryOp::Add>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::Sub: return BinaryLoop<BinaryOp::Sub>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::Mul: return BinaryLoop<BinaryOp::Mul>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::Div: return BinaryLoop<BinaryOp::Div>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::Maximum: return BinaryLoop<BinaryOp::Maximum>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::Minimum: return BinaryLoop<BinaryOp::Minimum>(a, as, b, bs, out, n, alpha);
+    // pow and fmod have no Highway form; libm per element, same results on every target.
+    case BinaryOp::Pow:
+      for (size_t i = 0; i < n; ++i) out[i] = std::pow(a[i * as], b[i * bs]);
+      return;
+    case BinaryOp::Fmod:
+      for (size_t i = 0; i < n; ++i) out[i] = std::fmod(a[i * as], b[i * bs]);
+      return;
+  }
+}
+
+}  // namespace kiln::cpu::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu::simd {
+HWY_EXPORT(UnaryF32);
+HWY_EXPORT(BinaryF32);
+
+void unary_f32(int op, const float* in, float* out, size_t n, float lo, float hi) {
+  HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n, lo, hi);
+}
+void binary_f32(int op, const float* a, size_t a_step, const float* b, size_t b_step, float* out, size_t n,
+                float alpha) {
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_step, b, b_step, out, n, alpha);
+}
+}  // namespace kiln::cpu::simd
+#endif

@@ -1,0 +1,179 @@
+// Indexing and joining kernels. Every index is bounds-checked here, where it
+// is read: an out-of-range index is a kiln::Error, never a stray read.
+#include <cstring>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+namespace {
+
+int64_t checked_index(int64_t i, int64_t size, const char* op) {
+  if (i < -size || i >= size) fail(op, "index ", i, " is out of bounds for dimension with size ", size);
+  return i < 0 ? i + size : i;
+}
+
+// Reads an integer index tensor's element as int64.
+template <class F>
+void visit_index(const Tensor& idx, const char* op, F&& f) {
+  if (idx.dtype() == kInt64) f(int64_t{});
+  else if (idx.dtype() == kInt32) f(int32_t{});
+  else fail(op, "expected an int64 or int32 index tensor but got ", idx.dtype());
+}
+
+}  // namespace
+
+void cat_kernel(const OpCall& c) {
+  const Tensor& out = c.outputs[0];
+  const int64_t dim = c.attrs.get_int("dim");
+  int64_t offset = 0;
+  for (const Tensor& in : c.inputs) {
+    if (in.numel() == 0 && in.dim() == 1 && out.dim() != 1) continue;  // legacy empty inputs
+    Tensor dst = out.narrow(dim, offset, in.size(dim));
+    Tensor ins[] = {in};
+    Tensor outs[] = {dst};
+    copy_kernel(OpCall{ins, c.attrs, outs});
+    offset += in.size(dim);
+  }
+}
+
+// out[i][j][k] = x[index[i][j][k]][j][k] (for dim 0), and likewise.
+void gather_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& index = c.inputs[1];
+  const Tensor& out = c.outputs[0];
+  const int64_t dim = c.attrs.get_int("dim");
+  const int64_t L = index.size(dim), xs = x.stride(dim), is = index.stride(dim), os = out.stride(dim);
+  const int64_t size = x.size(dim);
+  visit_index(index, "gather", [&](auto itag) {
+    using I = decltype(itag);
+    visit_dtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      // Lines along dim: x's line is taken at the same outer position.
+      Tensor xl = x.as_strided(index.sizes(), x.strides(), x.storage_offset());
+      for_each_line<3>({&out, &index, &xl}, dim, L, [&](const std::array<char*, 3>& b, int64_t) {
+        for (int64_t l = 0; l < L; ++l) {
+          const int64_t i = checked_index(static_cast<int64_t>(reinterpret_cast<const I*>(b[1])[l * is]), size, "gather");
+          reinterpret_cast<T*>(b[0])[l * os] = reinterpret_cast<const T*>(b[2])[i * xs];
+        }
+      });
+    });
+  });
+}
+
+// out = x.clone(); out[index[i][j]][j] = src[i][j] (or +=), for dim 0.
+// Serial: two positions of index may name the same output element.
+void scatter_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& index = c.inputs[1];
+  const Tensor& src = c.inputs[2];
+  const Tensor& out = c.outputs[0];
+  const int64_t dim = c.attrs.get_int("dim");
+  const bool add = c.attrs.get_bool("add");
+  {
+    Tensor ins[] = {x};
+    Tensor outs[] = {out};
+    copy_kernel(OpCall{ins, c.attrs, outs});
+  }
+  const int64_t L = index.size(dim), os = out.stride(dim), is = index.stride(dim), ss = src.stride(dim);
+  const int64_t size = out.size(dim);
+  visit_index(index, "scatter", [&](auto itag) {
+    using I = decltype(itag);
+    visit_dtype(out.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      Tensor ol = out.as_strided(index.sizes(), out.strides(), out.storage_offset());
+      Tensor sl = src.as_strided(index.sizes(), src.strides(), src.storage_offset());
+      const int64_t lines = L ? index.numel() / L : 0;
+      Shape outer;
+      for (int64_t d = 0; d < index.dim(); ++d)
+        if (d != dim) outer.push_back(index.size(d));
+      for (int64_t line = 0; line < lines; ++line) {
+        int64_t rem = line, oo = 0, io = 0, so = 0;
+        for (int64_t d = index.dim() - 1, k = static_cast<int64_t>(outer.size()) - 1; d >= 0; --d) {
+          if (d == dim) continue;
+          const int64_t i = rem % outer[k];
+          rem /= outer[k--];
+          oo += i * ol.stride(d), io += i * index.stride(d), so += i * sl.stride(d);
+        }
+        T* op = ol.data_ptr<T>() + oo;
+        const I* ip = index.data_ptr<I>() + io;
+        const T* sp = sl.data_ptr<T>() + so;
+        for (int64_t l = 0; l < L; ++l) {
+          const int64_t i = checked_index(static_cast<int64_t>(ip[l * is]), size, "scatter");
+          if constexpr (std::is_same_v<T, bool>) op[i * os] = add ? (op[i * os] || sp[l * ss]) : sp[l * ss];
+          else op[i * os] = add ? convert<T>(static_cast<double>(op[i * os]) + static_cast<double>(sp[l * ss])) : sp[l * ss];
+        }
+      }
+    });
+  });
+}
+
+// out = x.index_select(dim, index): whole slices copied.
+void index_select_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& index = c.inputs[1];
+  const Tensor& out = c.outputs[0];
+  const int64_t dim = c.attrs.get_int("dim");
+  Tensor idx = index.reshape({-1}).to(kInt64).contiguous();
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  const int64_t n = idx.numel(), size = x.size(dim);
+  for (int64_t i = 0; i < n; ++i) checked_index(ip[i], size, c.attrs.has("op") ? "embedding" : "index_select");
+  parallel_for(0, n, std::max<int64_t>(1, kGrain / std::max<int64_t>(x.numel() / std::max<int64_t>(size, 1), 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t i = b; i < e; ++i) {
+                   const int64_t src = ip[i] < 0 ? ip[i] + size : ip[i];
+                   Tensor ins[] = {x.select(dim, src)};
+                   Tensor outs[] = {out.select(dim, i)};
+                   copy_kernel(OpCall{ins, c.attrs, outs});
+                 }
+               });
+}
+
+void embedding_kernel(const OpCall& c) {
+  // weight (V, D), indices (...) -> (..., D): rows of weight by index.
+  const Tensor& w = c.inputs[0];
+  const Tensor& out = c.outputs[0];
+  Tensor flat = out.view({-1, w.size(1)});
+  Tensor ins[] = {w, c.inputs[1]};
+  Tensor outs[] = {flat};
+  Attrs a{{"dim", int64_t{0}}, {"op", std::string("embedding")}};
+  index_select_kernel(OpCall{ins, a, outs});
+}
+
+void one_hot_kernel(const OpCall& c) {
+  const Tensor idx = c.inputs[0].contiguous();
+  const Tensor& out = c.outputs[0];
+  const int64_t classes = out.size(out.dim() - 1);
+  int64_t* o = out.data_ptr<int64_t>();
+  std::memset(o, 0, static_cast<size_t>(out.numel()) * sizeof(int64_t));
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    if (ip[i] < 0 || ip[i] >= classes) fail("one_hot", "class value ", ip[i], " is outside [0, ", classes, ")");
+    o[i * classes + ip[i]] = 1;
+  }
+}
+
+// tril / triu over the last two dims: keep (i, j) when j - i <= k (tril) or >= k (triu).
+void triangle_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& out = c.outputs[0];
+  const int64_t k = c.attrs.get_int("diagonal");
+  const bool upper = c.attrs.get_bool("upper");
+  const int64_t R = x.size(x.dim() - 2), C = x.size(x.dim() - 1);
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor xc = x.contiguous();
+    const T* xp = xc.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    parallel_for(0, x.numel(), kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t col = i % C, row = (i / C) % R;
+        const bool keep = upper ? col - row >= k : col - row <= k;
+        op[i] = keep ? xp[i] : T(0);
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu

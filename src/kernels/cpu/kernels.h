@@ -1,0 +1,42 @@
+// The CPU kernels the op table points at. Each reads its inputs, attributes
+// and preallocated outputs from an OpCall; shapes and dtypes were already
+// checked by the op's front end and shape function.
+#pragma once
+#include "kernels/cpu/op_codes.h"
+#include "kiln/dispatch.h"
+
+namespace kiln::cpu {
+
+template <UnaryOp OP> void unary_kernel(const OpCall& c);        // attrs: min, max (clamp)
+template <BinaryOp OP> void binary_kernel(const OpCall& c);      // attrs: alpha (add, sub)
+template <CompareOp OP> void compare_kernel(const OpCall& c);    // bool output
+void logical_not_kernel(const OpCall& c);
+void where_kernel(const OpCall& c);                              // cond, a, b
+void copy_kernel(const OpCall& c);                               // out = convert(in)
+void fill_kernel(const OpCall& c);                               // attrs: value
+void arange_kernel(const OpCall& c);                             // attrs: start, step
+void linspace_kernel(const OpCall& c);                           // attrs: start, end
+void eye_kernel(const OpCall& c);
+
+template <ReduceOp OP> void reduce_kernel(const OpCall& c);      // attrs: dims
+void arg_reduce_kernel(const OpCall& c);                         // attrs: dim, largest -> values, indices
+void cumsum_kernel(const OpCall& c);                             // attrs: dim
+
+void matmul_kernel(const OpCall& c);                             // batched, broadcast batch dims
+
+void softmax_kernel(const OpCall& c);                            // attrs: dim, log
+void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms
+
+void cat_kernel(const OpCall& c);                                // attrs: dim
+void gather_kernel(const OpCall& c);                             // attrs: dim
+void scatter_kernel(const OpCall& c);                            // attrs: dim, add
+void index_select_kernel(const OpCall& c);                       // attrs: dim
+void embedding_kernel(const OpCall& c);
+void one_hot_kernel(const OpCall& c);
+void triangle_kernel(const OpCall& c);                           // attrs: diagonal, upper
+void sort_kernel(const OpCall& c);                               // attrs: dim, descending, k
+void rand_kernel(const OpCall& c);                               // attrs: seed, offset, normal
+void randint_kernel(const OpCall& c);                            // attrs: low, high, seed, offset
+void multinomial_kernel(const OpCall& c);                        // attrs: n, replacement, seed, offset
+
+}  // namespace kiln::cpu

@@ -1,0 +1,170 @@
+// Batched matrix multiply through OpenBLAS. A matrix whose strides BLAS can
+// describe (row-major with a leading dimension, or its transpose) is passed
+// as is with the matching transpose flag; only other layouts are copied.
+// float16/bfloat16 are multiplied in float32; integers use a plain loop.
+#include <cblas.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+namespace {
+
+struct BlasView {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+// How BLAS can read a rows x cols matrix with these element strides, if at all.
+bool blas_view(int64_t rows, int64_t cols, int64_t srow, int64_t scol, BlasView& v) {
+  if ((scol == 1 || cols <= 1) && srow >= std::max<int64_t>(cols, 1)) {
+    v = {CblasNoTrans, srow};
+    return true;
+  }
+  if ((srow == 1 || rows <= 1) && scol >= std::max<int64_t>(rows, 1)) {
+    v = {CblasTrans, scol};
+    return true;
+  }
+  return false;
+}
+
+template <typename T>
+void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b, T* c,
+          int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, va.trans, vb.trans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.0f, a, static_cast<int>(va.ld), b, static_cast<int>(vb.ld), 0.0f, c, static_cast<int>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, va.trans, vb.trans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.0, a, static_cast<int>(va.ld), b, static_cast<int>(vb.ld), 0.0, c, static_cast<int>(ldc));
+  }
+}
+
+// Contiguous copy of one matrix (rows x cols) read with element strides.
+template <typename T>
+std::vector<T> pack(const T* p, int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  std::vector<T> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) out[r * cols + k] = p[r * sr + k * sc];
+  return out;
+}
+
+template <typename T>
+void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
+  const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
+  T* c = out.data_ptr<T>();  // contiguous, see matmul_kernel
+  if (M == 0 || N == 0 || batch == 0) return;
+  if (K == 0) {
+    std::fill(c, c + out.numel(), T(0));
+    return;
+  }
+  const T* pa = a.data_ptr<T>();
+  const T* pb = b.data_ptr<T>();
+  const int64_t sam = a.stride(nd - 2), sak = a.stride(nd - 1), sbk = b.stride(nd - 2), sbn = b.stride(nd - 1);
+
+  // b shared by every batch and a row-major across batches: one GEMM of
+  // (batch*M) x K by K x N (the shape of a linear layer).
+  bool b_shared = true, a_folds = sak == 1 || K == 1;
+  int64_t expect = M * sam;
+  for (int64_t d = nd - 3; d >= 0; --d) {
+    b_shared = b_shared && (b.stride(d) == 0 || b.size(d) == 1);
+    a_folds = a_folds && (a.size(d) == 1 || a.stride(d) == expect);
+    expect *= a.size(d);
+  }
+  BlasView va, vb;
+  if (b_shared && a_folds && batch > 1 && sam >= K && blas_view(K, N, sbk, sbn, vb)) {
+    va = {CblasNoTrans, sam};
+    gemm<T>(va, vb, batch * M, N, K, pa, pb, c, N);
+    return;
+  }
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t oa = 0, ob = 0, rem = bi;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      const int64_t i = rem % out.size(d);
+      rem /= out.size(d);
+      oa += i * a.stride(d);
+      ob += i * b.stride(d);
+    }
+    const T* ma = pa + oa;
+    const T* mb = pb + ob;
+    std::vector<T> ca, cb;
+    if (!blas_view(M, K, sam, sak, va)) {
+      ca = pack(ma, M, K, sam, sak);
+      ma = ca.data();
+      va = {CblasNoTrans, K};
+    }
+    if (!blas_view(K, N, sbk, sbn, vb)) {
+      cb = pack(mb, K, N, sbk, sbn);
+      mb = cb.data();
+      vb = {CblasNoTrans, N};
+    }
+    gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N);
+  }
+}
+
+template <typename T>
+void loop_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
+  const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
+  T* c = out.data_ptr<T>();
+  parallel_for(0, batch * M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N * K, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t bi = row / M, m = row % M;
+      int64_t oa = 0, ob = 0, rem = bi;
+      for (int64_t d = nd - 3; d >= 0; --d) {
+        const int64_t i = rem % out.size(d);
+        rem /= out.size(d);
+        oa += i * a.stride(d);
+        ob += i * b.stride(d);
+      }
+      const T* ma = a.data_ptr<T>() + oa + m * a.stride(nd - 2);
+      const T* mb = b.data_ptr<T>() + ob;
+      for (int64_t n = 0; n < N; ++n) {
+        T acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += ma[k * a.stride(nd - 1)] * mb[k * b.stride(nd - 2) + n * b.stride(nd - 1)];
+        c[row * N + n] = acc;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void matmul_kernel(const OpCall& c) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor& out = c.outputs[0];
+  if (!out.is_contiguous()) {  // an out= tensor with gaps: compute, then copy in
+    Tensor tmp = empty(out.sizes(), out.dtype());
+    Tensor outs[] = {tmp};
+    matmul_kernel(OpCall{c.inputs, c.attrs, outs});
+    out.copy_(tmp);
+    return;
+  }
+  switch (out.dtype()) {
+    case kFloat32: return blas_matmul<float>(a, b, out);
+    case kFloat64: return blas_matmul<double>(a, b, out);
+    case kFloat16:
+    case kBFloat16: {
+      Tensor a32 = a.to(kFloat32), b32 = b.to(kFloat32), o32 = empty(out.sizes(), kFloat32);
+      blas_matmul<float>(a32, b32, o32);
+      out.copy_(o32);
+      return;
+    }
+    default:
+      visit_dtype(out.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) loop_matmul<T>(a, b, out);
+        else fail("matmul", "dtype ", out.dtype(), " is not supported");
+      });
+  }
+}
+
+}  // namespace kiln::cpu

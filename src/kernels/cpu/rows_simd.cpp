@@ -1,0 +1,173 @@
+// SIMD float32 row kernels: reductions over contiguous data and the fused
+// softmax / layer_norm / rms_norm rows. Sums keep several vector
+// accumulators, which both hides FMA latency and halves rounding error
+// growth compared with one running sum.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/rows_simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+
+// Sum of f(x[i]) over a row; f maps a vector to a vector.
+template <class F>
+HWY_INLINE float SumMapped(const float* x, size_t n, F f) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, f(hn::LoadU(d, x + i)));
+    a1 = hn::Add(a1, f(hn::LoadU(d, x + i + N)));
+    a2 = hn::Add(a2, f(hn::LoadU(d, x + i + 2 * N)));
+    a3 = hn::Add(a3, f(hn::LoadU(d, x + i + 3 * N)));
+  }
+  for (; i + N <= n; i += N) a0 = hn::Add(a0, f(hn::LoadU(d, x + i)));
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) s += hn::GetLane(f(hn::Set(d, x[i])));
+  return s;
+}
+
+float SumF32(const float* x, size_t n) {
+  return SumMapped(x, n, [](auto v) { return v; });
+}
+
+float MaxF32(const float* x, size_t n) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  auto m = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto nan = hn::Zero(d);  // becomes non-zero where a NaN was seen
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(d, x + i);
+    m = hn::Max(m, v);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::Ne(v, v)));
+  }
+  float r = hn::GetLane(hn::MaxOfLanes(d, m));
+  bool any_nan = !hn::AllTrue(d, hn::Eq(nan, hn::Zero(d)));
+  for (; i < n; ++i) {
+    any_nan = any_nan || std::isnan(x[i]);
+    r = x[i] > r ? x[i] : r;
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : r;
+}
+
+void AccumulateF32(float* acc, const float* x, size_t n) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(d, acc + i), hn::LoadU(d, x + i)), d, acc + i);
+  for (; i < n; ++i) acc[i] += x[i];
+}
+
+// out = exp(x - max) / sum, or for log: x - max - log(sum).
+void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  const float mx = MaxF32(x, n);
+  // A row of -inf (fully masked) gives NaN, as in PyTorch.
+  const auto vmax = hn::Set(d, mx);
+  if (log) {
+    const float s = SumMapped(x, n, [&](auto v) { return hn::Exp(d, hn::Sub(v, vmax)); });
+    const auto shift = hn::Set(d, mx + std::log(s));
+    size_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::LoadU(d, x + i), shift), d, out + i);
+    for (; i < n; ++i) out[i] = x[i] - (mx + std::log(s));
+    return;
+  }
+  size_t i = 0;
+  auto acc = hn::Zero(d);
+  for (; i + N <= n; i += N) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmax));
+    acc = hn::Add(acc, e);
+    hn::StoreU(e, d, out + i);
+  }
+  float s = hn::GetLane(hn::SumOfLanes(d, acc));
+  for (; i < n; ++i) {
+    out[i] = hn::GetLane(hn::Exp(d, hn::Set(d, x[i] - mx)));
+    s += out[i];
+  }
+  const auto inv = hn::Set(d, 1.0f / s);
+  for (i = 0; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), inv), d, out + i);
+  for (; i < n; ++i) out[i] *= 1.0f / s;
+}
+
+// Affine output y = (x - mean) * scale * w + b over a row.
+HWY_INLINE void ScaleShiftRow(const float* x, float* y, size_t n, float shift, float scale, const float* w,
+                              const float* b) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  const auto vshift = hn::Set(d, shift), vscale = hn::Set(d, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto v = hn::Mul(hn::Sub(hn::LoadU(d, x + i), vshift), vscale);
+    if (w) v = hn::Mul(v, hn::LoadU(d, w + i));
+    if (b) v = hn::Add(v, hn::LoadU(d, b + i));
+    hn::StoreU(v, d, y + i);
+  }
+  for (; i < n; ++i) {
+    float v = (x[i] - shift) * scale;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+}
+
+void LayerNormRowF32(const float* x, float* y, size_t n, const float* w, const float* b, float eps,
+                     float* mean_out, float* rstd_out) {
+  const D d;
+  // Two passes (mean, then centred squares) avoid the cancellation of E[x^2] - E[x]^2.
+  const float mean = n ? SumF32(x, n) / static_cast<float>(n) : 0.0f;
+  const auto vmean = hn::Set(d, mean);
+  const float var = n ? SumMapped(x, n, [&](auto v) {
+                          const auto c = hn::Sub(v, vmean);
+                          return hn::Mul(c, c);
+                        }) / static_cast<float>(n)
+                      : 0.0f;
+  const float rstd = 1.0f / std::sqrt(var + eps);
+  ScaleShiftRow(x, y, n, mean, rstd, w, b);
+  if (mean_out) *mean_out = mean;
+  if (rstd_out) *rstd_out = rstd;
+}
+
+void RmsNormRowF32(const float* x, float* y, size_t n, const float* w, float eps) {
+  const float ms = n ? SumMapped(x, n, [](auto v) { return hn::Mul(v, v); }) / static_cast<float>(n) : 0.0f;
+  ScaleShiftRow(x, y, n, 0.0f, 1.0f / std::sqrt(ms + eps), w, nullptr);
+}
+
+}  // namespace kiln::cpu::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu::simd {
+HWY_EXPORT(SumF32);
+HWY_EXPORT(MaxF32);
+HWY_EXPORT(AccumulateF32);
+HWY_EXPORT(SoftmaxRowF32);
+HWY_EXPORT(LayerNormRowF32);
+HWY_EXPORT(RmsNormRowF32);
+
+float sum_f32(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(x, n); }
+float max_f32(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x, n); }
+void accumulate_f32(float* acc, const float* x, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateF32)(acc, x, n); }
+void softmax_row_f32(const float* x, float* out, size_t n, bool log) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxRowF32)(x, out, n, log);
+}
+void layer_norm_row_f32(const float* x, float* y, size_t n, const float* w, const float* b, float eps,
+                        float* mean_out, float* rstd_out) {
+  HWY_DYNAMIC_DISPATCH(LayerNormRowF32)(x, y, n, w, b, eps, mean_out, rstd_out);
+}
+void rms_norm_row_f32(const float* x, float* y, size_t n, const float* w, float eps) {
+  HWY_DYNAMIC_DISPATCH(RmsNormRowF32)(x, y, n, w, eps);
+}
+}  // namespace kiln::cpu::simd
+#endif

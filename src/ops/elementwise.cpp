@@ -1,0 +1,336 @@
+// Front ends of the elementwise ops: type promotion (PyTorch's result_type),
+// broadcasting checks, then one dispatch. Kernels: kernels/cpu/elementwise_kernels.cpp.
+#include <limits>
+
+#include "kernels/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+using cpu::BinaryOp;
+using cpu::CompareOp;
+using cpu::UnaryOp;
+using ops::call;
+using ops::call_out;
+
+OpDef unary_def(const char* name, KernelFn k) {
+  return OpDef{name, std::string(name) + "(Tensor self) -> Tensor", OpKind::Compute, ops::same_as_first, {k}};
+}
+OpDef binary_def(const char* name, KernelFn k, ShapeFn shape = ops::broadcast_all) {
+  return OpDef{name, std::string(name) + "(Tensor self, Tensor other) -> Tensor", OpKind::Compute, shape, {k}};
+}
+
+const OpDef& kNeg = register_op(unary_def("neg", cpu::unary_kernel<UnaryOp::Neg>));
+const OpDef& kAbs = register_op(unary_def("abs", cpu::unary_kernel<UnaryOp::Abs>));
+const OpDef& kSign = register_op(unary_def("sign", cpu::unary_kernel<UnaryOp::Sign>));
+const OpDef& kExp = register_op(unary_def("exp", cpu::unary_kernel<UnaryOp::Exp>));
+const OpDef& kExpm1 = register_op(unary_def("expm1", cpu::unary_kernel<UnaryOp::Expm1>));
+const OpDef& kLog = register_op(unary_def("log", cpu::unary_kernel<UnaryOp::Log>));
+const OpDef& kLog1p = register_op(unary_def("log1p", cpu::unary_kernel<UnaryOp::Log1p>));
+const OpDef& kSqrt = register_op(unary_def("sqrt", cpu::unary_kernel<UnaryOp::Sqrt>));
+const OpDef& kRsqrt = register_op(unary_def("rsqrt", cpu::unary_kernel<UnaryOp::Rsqrt>));
+const OpDef& kReciprocal = register_op(unary_def("reciprocal", cpu::unary_kernel<UnaryOp::Reciprocal>));
+const OpDef& kSin = register_op(unary_def("sin", cpu::unary_kernel<UnaryOp::Sin>));
+const OpDef& kCos = register_op(unary_def("cos", cpu::unary_kernel<UnaryOp::Cos>));
+const OpDef& kTanh = register_op(unary_def("tanh", cpu::unary_kernel<UnaryOp::Tanh>));
+const OpDef& kSigmoid = register_op(unary_def("sigmoid", cpu::unary_kernel<UnaryOp::Sigmoid>));
+const OpDef& kRelu = register_op(unary_def("relu", cpu::unary_kernel<UnaryOp::Relu>));
+const OpDef& kGelu = register_op(unary_def("gelu", cpu::unary_kernel<UnaryOp::GeluErf>));
+const OpDef& kGeluTanh = register_op(unary_def("gelu_tanh", cpu::unary_kernel<UnaryOp::GeluTanh>));
+const OpDef& kSilu = register_op(unary_def("silu", cpu::unary_kernel<UnaryOp::Silu>));
+const OpDef& kErf = register_op(unary_def("erf", cpu::unary_kernel<UnaryOp::Erf>));
+const OpDef& kFloor = register_op(unary_def("floor", cpu::unary_kernel<UnaryOp::Floor>));
+const OpDef& kCeil = register_op(unary_def("ceil", cpu::unary_kernel<UnaryOp::Ceil>));
+const OpDef& kRound = register_op(unary_def("round", cpu::unary_kernel<UnaryOp::Round>));
+const OpDef& kSquare = register_op(unary_def("square", cpu::unary_kernel<UnaryOp::Square>));
+const OpDef& kClamp = register_op(OpDef{"clamp", "clamp(Tensor self, float min, float max) -> Tensor",
+                                        OpKind::Compute, ops::same_as_first, {cpu::unary_kernel<UnaryOp::Clamp>}});
+const OpDef& kLogicalNot = register_op(OpDef{"logical_not", "logical_not(Tensor self) -> Tensor", OpKind::Compute,
+                                             ops::broadcast_to_bool, {cpu::logical_not_kernel}});
+
+const OpDef& kAdd = register_op(OpDef{"add", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
+                                      OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::Add>}});
+const OpDef& kSub = register_op(OpDef{"sub", "sub(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
+                                      OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::Sub>}});
+const OpDef& kMul = register_op(binary_def("mul", cpu::binary_kernel<BinaryOp::Mul>));
+const OpDef& kDiv = register_op(binary_def("div", cpu::binary_kernel<BinaryOp::Div>));
+const OpDef& kPow = register_op(binary_def("pow", cpu::binary_kernel<BinaryOp::Pow>));
+const OpDef& kMaximum = register_op(binary_def("maximum", cpu::binary_kernel<BinaryOp::Maximum>));
+const OpDef& kMinimum = register_op(binary_def("minimum", cpu::binary_kernel<BinaryOp::Minimum>));
+const OpDef& kFmod = register_op(binary_def("fmod", cpu::binary_kernel<BinaryOp::Fmod>));
+const OpDef& kEq = register_op(binary_def("eq", cpu::compare_kernel<CompareOp::Eq>, ops::broadcast_to_bool));
+const OpDef& kNe = register_op(binary_def("ne", cpu::compare_kernel<CompareOp::Ne>, ops::broadcast_to_bool));
+const OpDef& kLt = register_op(binary_def("lt", cpu::compare_kernel<CompareOp::Lt>, ops::broadcast_to_bool));
+const OpDef& kLe = register_op(binary_def("le", cpu::compare_kernel<CompareOp::Le>, ops::broadcast_to_bool));
+const OpDef& kGt = register_op(binary_def("gt", cpu::compare_kernel<CompareOp::Gt>, ops::broadcast_to_bool));
+const OpDef& kGe = register_op(binary_def("ge", cpu::compare_kernel<CompareOp::Ge>, ops::broadcast_to_bool));
+const OpDef& kAnd = register_op(binary_def("logical_and", cpu::compare_kernel<CompareOp::And>, ops::broadcast_to_bool));
+const OpDef& kOr = register_op(binary_def("logical_or", cpu::compare_kernel<CompareOp::Or>, ops::broadcast_to_bool));
+const OpDef& kXor = register_op(binary_def("logical_xor", cpu::compare_kernel<CompareOp::Xor>, ops::broadcast_to_bool));
+
+std::vector<TensorMeta> where_shape(std::span<const Tensor> in, const Attrs& a) {
+  auto m = ops::broadcast_all(in, a);
+  m[0].dtype = in[1].dtype();
+  return m;
+}
+const OpDef& kWhere = register_op(OpDef{"where", "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
+                                        OpKind::Compute, where_shape, {cpu::where_kernel}});
+
+// Ops that always compute in floating point (exp of an int tensor is float32).
+Tensor unary_float(const OpDef& op, const Tensor& x) {
+  return call(op, {is_floating(x.dtype()) ? x : x.to(default_dtype())});
+}
+// Ops that keep integer dtypes; bool has no arithmetic negation or magnitude.
+Tensor unary_numeric(const OpDef& op, const Tensor& x) {
+  check(x.dtype() != kBool, op.name.c_str(), "is not supported for bool tensors (got dtype bool)");
+  return call(op, {x});
+}
+
+// Binary arithmetic: promote, check broadcasting, dispatch. `float_only`
+// ops (true division) compute integers in the default float dtype.
+Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b, bool float_only = false, const Attrs& attrs = {}) {
+  broadcast_shapes(a.sizes(), b.sizes(), op.name.c_str());
+  DType t = result_type(a, b);
+  if (float_only && !is_floating(t)) t = default_dtype();
+  check(t != kBool || op.name == "maximum" || op.name == "minimum", op.name.c_str(),
+        "is not supported for bool tensors; convert them with to() first");
+  return call(op, {a.to(t), b.to(t)}, attrs);
+}
+
+Tensor compare(const OpDef& op, const Tensor& a, const Tensor& b) {
+  broadcast_shapes(a.sizes(), b.sizes(), op.name.c_str());
+  const DType t = result_type(a, b);
+  return call(op, {a.to(t), b.to(t)});
+}
+
+// In-place and out= arithmetic: the result type must be castable to the
+// destination, whose shape must be the broadcast shape.
+const Tensor& binary_into(const OpDef& op, const Tensor& out, const Tensor& a, const Tensor& b, bool float_only,
+                          const Attrs& attrs = {}) {
+  const Shape s = broadcast_shapes(a.sizes(), b.sizes(), op.name.c_str());
+  check(s == out.sizes(), op.name.c_str(), "output with shape ", ops::shape_str(out.sizes()),
+        " doesn't match the broadcast shape ", ops::shape_str(s));
+  DType t = result_type(a, b);
+  if (float_only && !is_floating(t)) t = default_dtype();
+  check(ops::can_cast(t, out.dtype()), op.name.c_str(), "result type ", t, " can't be cast to the desired output type ",
+        out.dtype());
+  call_out(op, out, {a.to(out.dtype()), b.to(out.dtype())}, attrs);
+  return out;
+}
+
+Attrs alpha_attr(Scalar alpha) { return Attrs{{"alpha", alpha.to_double()}}; }
+
+}  // namespace
+
+// ---- result type
+
+DType result_type(std::span<const Tensor> operands) {
+  // Three priority levels: tensors with dims, 0-dim tensors, wrapped numbers.
+  // A lower level only matters if its category (bool < int < float) is higher.
+  DType level[3] = {kBool, kBool, kBool};
+  bool seen[3] = {false, false, false};
+  for (const Tensor& t : operands) {
+    const int l = t.impl()->wrapped_number ? 2 : (t.dim() == 0 ? 1 : 0);
+    DType dt = t.dtype();
+    if (l == 2 && is_floating(dt)) dt = default_dtype();
+    level[l] = seen[l] ? promote_types(level[l], dt) : dt;
+    seen[l] = true;
+  }
+  auto category = [](DType t) { return is_floating(t) ? 2 : (t == kBool ? 0 : 1); };
+  DType r = kBool;
+  bool have = false;
+  for (int l = 0; l < 3; ++l) {
+    if (!seen[l]) continue;
+    if (!have) r = level[l], have = true;
+    else if (category(level[l]) > category(r)) r = level[l];
+  }
+  return r;
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  const Tensor ts[] = {a, b};
+  return result_type(ts);
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    check(da == db || da == 1 || db == 1, op, "shapes ", ops::shape_str(a), " and ", ops::shape_str(b),
+          " cannot be broadcast: size ", da, " vs ", db, " at dimension ", i);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// ---- unary
+
+Tensor neg(const Tensor& x) { return unary_numeric(kNeg, x); }
+Tensor abs(const Tensor& x) { return unary_numeric(kAbs, x); }
+Tensor sign(const Tensor& x) { return unary_numeric(kSign, x); }
+Tensor exp(const Tensor& x) { return unary_float(kExp, x); }
+Tensor expm1(const Tensor& x) { return unary_float(kExpm1, x); }
+Tensor log(const Tensor& x) { return unary_float(kLog, x); }
+Tensor log1p(const Tensor& x) { return unary_float(kLog1p, x); }
+Tensor sqrt(const Tensor& x) { return unary_float(kSqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_float(kRsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return unary_float(kReciprocal, x); }
+Tensor sin(const Tensor& x) { return unary_float(kSin, x); }
+Tensor cos(const Tensor& x) { return unary_float(kCos, x); }
+Tensor tanh(const Tensor& x) { return unary_float(kTanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_float(kSigmoid, x); }
+Tensor relu(const Tensor& x) { return unary_numeric(kRelu, x); }
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  check(approximate == "none" || approximate == "tanh", "gelu",
+        "expected approximate to be 'none' or 'tanh' but got '", approximate, "'");
+  return unary_float(approximate == "tanh" ? kGeluTanh : kGelu, x);
+}
+Tensor silu(const Tensor& x) { return unary_float(kSilu, x); }
+Tensor erf(const Tensor& x) { return unary_float(kErf, x); }
+Tensor floor(const Tensor& x) { return unary_numeric(kFloor, x); }
+Tensor ceil(const Tensor& x) { return unary_numeric(kCeil, x); }
+Tensor round(const Tensor& x) { return unary_numeric(kRound, x); }
+Tensor square(const Tensor& x) { return unary_numeric(kSquare, x); }
+Tensor logical_not(const Tensor& x) { return call(kLogicalNot, {x}); }
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  check(min || max, "clamp", "at least one of 'min' or 'max' must not be None");
+  check(x.dtype() != kBool, "clamp", "is not supported for bool tensors (got dtype bool)");
+  // A float bound on an integer tensor promotes, as in PyTorch.
+  DType t = x.dtype();
+  if ((min && min->kind() == Scalar::Kind::Float) || (max && max->kind() == Scalar::Kind::Float))
+    if (!is_floating(t)) t = default_dtype();
+  Attrs a{{"min", min ? min->to_double() : -std::numeric_limits<double>::infinity()},
+          {"max", max ? max->to_double() : std::numeric_limits<double>::infinity()}};
+  return call(kClamp, {x.to(t)}, a);
+}
+
+// ---- binary
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(kAdd, a, b, false, alpha_attr(alpha)); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(kSub, a, b, false, alpha_attr(alpha)); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(kMul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(kDiv, a, b, true); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(kPow, a, b); }
+Tensor pow(const Tensor& a, Scalar e) { return binary(kPow, a, wrapped_scalar(e)); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(kMaximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(kMinimum, a, b); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return binary(kFmod, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(kEq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(kNe, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(kLt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(kLe, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(kGt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(kGe, a, b); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return compare(kAnd, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return compare(kOr, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return compare(kXor, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check(cond.dtype() == kBool, "where", "expected condition to be a bool tensor but got ", cond.dtype());
+  broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  const DType t = result_type(a, b);
+  return call(kWhere, {cond, a.to(t), b.to(t)});
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  check(mask.dtype() == kBool, "masked_fill", "expected a bool mask but got ", mask.dtype());
+  const Shape s = broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill");
+  check(s == x.sizes(), "masked_fill", "mask of shape ", ops::shape_str(mask.sizes()),
+        " does not broadcast to the input's shape ", ops::shape_str(x.sizes()));
+  return where(mask, scalar_tensor(value, x.dtype()), x);
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  check(is_floating(start.dtype()), "lerp", "expected floating point tensors but got ", start.dtype());
+  return add(start, mul(weight, sub(end, start)));
+}
+Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) { return lerp(start, end, wrapped_scalar(weight)); }
+
+// ---- out= and in-place
+
+Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
+  binary_into(kAdd, out, a, b, false, alpha_attr(alpha));
+  return out;
+}
+Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha) {
+  binary_into(kSub, out, a, b, false, alpha_attr(alpha));
+  return out;
+}
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  binary_into(kMul, out, a, b, false);
+  return out;
+}
+Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  binary_into(kDiv, out, a, b, true);
+  return out;
+}
+Tensor& exp_out(Tensor& out, const Tensor& x) {
+  check(is_floating(out.dtype()), "exp", "expected a floating point out= tensor but got ", out.dtype());
+  check(out.sizes() == x.sizes(), "exp", "output with shape ", ops::shape_str(out.sizes()),
+        " doesn't match the input shape ", ops::shape_str(x.sizes()));
+  call_out(kExp, out, {x.to(out.dtype())});
+  return out;
+}
+
+const Tensor& Tensor::add_(const Tensor& o, Scalar alpha) const {
+  return binary_into(kAdd, *this, *this, o, false, alpha_attr(alpha));
+}
+const Tensor& Tensor::add_(Scalar o) const { return add_(wrapped_scalar(o)); }
+const Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) const {
+  return binary_into(kSub, *this, *this, o, false, alpha_attr(alpha));
+}
+const Tensor& Tensor::mul_(const Tensor& o) const { return binary_into(kMul, *this, *this, o, false); }
+const Tensor& Tensor::mul_(Scalar o) const { return mul_(wrapped_scalar(o)); }
+const Tensor& Tensor::div_(const Tensor& o) const { return binary_into(kDiv, *this, *this, o, true); }
+const Tensor& Tensor::div_(Scalar o) const { return div_(wrapped_scalar(o)); }
+const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return copy_(clamp(*this, min, max));
+}
+const Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) const {
+  return copy_(masked_fill(*this, mask, value));
+}
+const Tensor& Tensor::neg_() const {
+  check(dtype() != kBool, "neg_", "is not supported for bool tensors (got dtype bool)");
+  call_out(kNeg, *this, {*this});
+  return *this;
+}
+const Tensor& Tensor::exp_() const {
+  check(is_floating(dtype()), "exp_", "expected a floating point tensor but got ", dtype());
+  call_out(kExp, *this, {*this});
+  return *this;
+}
+const Tensor& Tensor::relu_() const {
+  check(dtype() != kBool, "relu_", "is not supported for bool tensors (got dtype bool)");
+  call_out(kRelu, *this, {*this});
+  return *this;
+}
+
+// ---- operators
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, wrapped_scalar(b)); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, wrapped_scalar(b)); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, wrapped_scalar(b)); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, wrapped_scalar(b)); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(wrapped_scalar(a), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(wrapped_scalar(a), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(wrapped_scalar(a), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(wrapped_scalar(a), b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<(const Tensor& a, Scalar b) { return lt(a, wrapped_scalar(b)); }
+Tensor operator>(const Tensor& a, Scalar b) { return gt(a, wrapped_scalar(b)); }
+
+}  // namespace kiln

@@ -1,0 +1,141 @@
+// Copies, conversions and tensor factories. Every factory is an op without
+// tensor inputs (its shape function reads the size and dtype attributes), so
+// a tracer sees factories like any other op.
+#include <cmath>
+
+#include "kernels/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+using ops::call;
+
+std::vector<TensorMeta> to_copy_shape(std::span<const Tensor> in, const Attrs& a) {
+  return {{in[0].sizes(), a.get_dtype("dtype")}};
+}
+const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, ScalarType dtype) -> Tensor",
+                                         OpKind::Compute, to_copy_shape, {cpu::copy_kernel}});
+
+OpDef factory(const char* name, const char* schema, KernelFn k) {
+  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs, {k}};
+}
+const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar fill_value, *, ScalarType dtype) -> Tensor", cpu::fill_kernel));
+const OpDef& kArange = register_op(factory("arange", "arange(Scalar start, Scalar end, Scalar step, *, ScalarType dtype) -> Tensor", cpu::arange_kernel));
+const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start, Scalar end, int steps, *, ScalarType dtype) -> Tensor", cpu::linspace_kernel));
+const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor", cpu::eye_kernel));
+
+Tensor make_factory(const OpDef& op, Shape size, DType dtype, Attrs a = {}) {
+  for (int64_t s : size) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_str(size));
+  a.set("size", std::move(size));
+  a.set("dtype", dtype);
+  return dispatch1(op, std::span<const Tensor>(), a);
+}
+
+}  // namespace
+
+Tensor Tensor::to(DType t) const {
+  if (dtype() == t) return *this;
+  return call(kToCopy, {*this}, {{"dtype", t}});
+}
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}}); }
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  const Shape s = broadcast_shapes(sizes(), src.sizes(), "copy_");
+  check(s == sizes(), "copy_", "source of shape ", ops::shape_str(src.sizes()),
+        " cannot be broadcast to the destination's shape ", ops::shape_str(sizes()));
+  ops::call_out(kToCopy, *this, {src.expand(sizes())}, {{"dtype", dtype()}});
+  return *this;
+}
+
+const Tensor& Tensor::fill_(Scalar v) const {
+  ops::call_out(kFill, *this, {}, {{"value", v.to_double()}, {"size", sizes()}, {"dtype", dtype()}});
+  return *this;
+}
+const Tensor& Tensor::zero_() const { return fill_(0); }
+
+Tensor empty(Shape sizes, DType dtype) {
+  for (int64_t s : sizes) check(s >= 0, "empty", "negative dimension ", s, " in size ", ops::shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(shape_numel(sizes)) * element_size(dtype));
+  impl->strides = contiguous_strides(sizes);
+  impl->sizes = std::move(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor empty_strided(Shape sizes, Shape strides, DType dtype) {
+  check(sizes.size() == strides.size(), "empty_strided", "got ", sizes.size(), " sizes but ", strides.size(), " strides");
+  int64_t extent = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    check(sizes[i] >= 0 && strides[i] >= 0, "empty_strided", "sizes and strides must be non-negative");
+    if (sizes[i] == 0) extent = 0;
+  }
+  if (extent) for (size_t i = 0; i < sizes.size(); ++i) extent += (sizes[i] - 1) * strides[i];
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(extent) * element_size(dtype));
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
+Tensor full(Shape sizes, Scalar value, std::optional<DType> dtype) {
+  return make_factory(kFill, std::move(sizes), dtype.value_or(value.dtype()), {{"value", value.to_double()}});
+}
+Tensor zeros(Shape sizes, DType dtype) { return full(std::move(sizes), 0, dtype); }
+Tensor ones(Shape sizes, DType dtype) { return full(std::move(sizes), 1, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype()); }
+
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) { return full({}, value, dtype); }
+Tensor wrapped_scalar(Scalar value) {
+  Tensor t = full({}, value, value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype());
+  t.impl()->wrapped_number = true;
+  return t;
+}
+
+Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+  const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  check(st != 0, "arange", "step must be nonzero");
+  check((st > 0 && e >= s) || (st < 0 && e <= s), "arange", "upper bound and larger bound inconsistent with step sign");
+  const bool any_float = start.kind() == Scalar::Kind::Float || end.kind() == Scalar::Kind::Float ||
+                         step.kind() == Scalar::Kind::Float;
+  const DType t = dtype.value_or(any_float ? default_dtype() : kInt64);
+  const int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
+  return make_factory(kArange, {n}, t, {{"start", s}, {"step", st}});
+}
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+  check(steps >= 0, "linspace", "number of steps must be non-negative but got ", steps);
+  return make_factory(kLinspace, {steps}, dtype, {{"start", start}, {"end", end}});
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
+  check(n >= 0 && m.value_or(n) >= 0, "eye", "n and m must be non-negative");
+  return make_factory(kEye, {n, m.value_or(n)}, dtype);
+}
+
+Tensor from_blob(void* data, Shape sizes, DType dtype, std::function<void(void*)> deleter) {
+  Shape strides = contiguous_strides(sizes);
+  return from_blob(data, std::move(sizes), std::move(strides), dtype, std::move(deleter));
+}
+
+Tensor from_blob(void* data, Shape sizes, Shape strides, DType dtype, std::function<void(void*)> deleter) {
+  check(sizes.size() == strides.size(), "from_blob", "got ", sizes.size(), " sizes but ", strides.size(), " strides");
+  int64_t extent = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) extent += (sizes[i] - 1) * strides[i];
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<StorageImpl>(data, static_cast<size_t>(std::max<int64_t>(extent, 0)) * element_size(dtype),
+                                                std::move(deleter));
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+}  // namespace kiln

@@ -1,0 +1,201 @@
+// Joining, splitting and indexing: cat, stack, split, chunk, gather,
+// scatter, index_select, tril/triu, sort, topk, argsort.
+#include "kernels/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+using ops::shape_str;
+
+std::vector<TensorMeta> cat_shape(std::span<const Tensor> in, const Attrs& a) {
+  const int64_t d = a.get_int("dim");
+  Shape s;
+  int64_t total = 0;
+  for (const Tensor& t : in) {
+    if (t.numel() == 0 && t.dim() == 1) continue;  // PyTorch skips legacy 1-D empty tensors
+    if (s.empty()) s = t.sizes();
+    total += t.size(d);
+  }
+  if (s.empty()) s = in[0].sizes();
+  else s[d] = total;
+  return {{s, a.get_dtype("dtype")}};
+}
+const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim) -> Tensor", OpKind::Compute, cat_shape,
+                                      {cpu::cat_kernel}});
+
+std::vector<TensorMeta> gather_shape(std::span<const Tensor> in, const Attrs&) {
+  return {{in[1].sizes(), in[0].dtype()}};
+}
+const OpDef& kGather = register_op(OpDef{"gather", "gather(Tensor self, int dim, Tensor index) -> Tensor",
+                                         OpKind::Compute, gather_shape, {cpu::gather_kernel}});
+const OpDef& kScatter = register_op(OpDef{"scatter", "scatter(Tensor self, int dim, Tensor index, Tensor src, bool add) -> Tensor",
+                                          OpKind::Compute, ops::same_as_first, {cpu::scatter_kernel}});
+
+std::vector<TensorMeta> index_select_shape(std::span<const Tensor> in, const Attrs& a) {
+  Shape s = in[0].sizes();
+  if (!s.empty()) s[a.get_int("dim")] = in[1].numel();
+  return {{s, in[0].dtype()}};
+}
+const OpDef& kIndexSelect = register_op(OpDef{"index_select", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
+                                              OpKind::Compute, index_select_shape, {cpu::index_select_kernel}});
+const OpDef& kTriangle = register_op(OpDef{"triangle", "triangle(Tensor self, int diagonal, bool upper) -> Tensor",
+                                           OpKind::Compute, ops::same_as_first, {cpu::triangle_kernel}});
+
+std::vector<TensorMeta> sort_shape(std::span<const Tensor> in, const Attrs& a) {
+  Shape s = in[0].sizes();
+  if (!s.empty()) s[a.get_int("dim")] = a.get_int("k");
+  return {{s, in[0].dtype()}, {s, kInt64}};
+}
+const OpDef& kSort = register_op(OpDef{"sort", "sort(Tensor self, int dim, bool descending, bool stable, int k) -> (Tensor values, Tensor indices)",
+                                       OpKind::Compute, sort_shape, {cpu::sort_kernel}});
+
+void check_index(const Tensor& x, int64_t d, const Tensor& index, const char* op) {
+  check(index.dtype() == kInt64 || index.dtype() == kInt32, op, "expected an int64 or int32 index but got ",
+        index.dtype());
+  check(index.dim() == x.dim() || (x.dim() == 0 && index.dim() <= 1), op, "index of shape ", shape_str(index.sizes()),
+        " must have as many dims as the input of shape ", shape_str(x.sizes()));
+  for (int64_t i = 0; i < x.dim(); ++i)
+    check(i == d || index.size(i) <= x.size(i), op, "index of shape ", shape_str(index.sizes()),
+          " is larger than the input of shape ", shape_str(x.sizes()), " at dim ", i);
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  check(!ts.empty(), "cat", "expected a non-empty list of tensors");
+  const Tensor* ref = &ts[0];
+  for (const Tensor& t : ts)
+    if (!(t.numel() == 0 && t.dim() == 1)) {
+      ref = &t;
+      break;
+    }
+  const int64_t d = ops::wrap_dim(dim, ref->dim(), "cat");
+  check(ref->dim() > 0, "cat", "zero-dimensional tensors cannot be concatenated");
+  DType dt = ts[0].dtype();
+  for (const Tensor& t : ts) dt = promote_types(dt, t.dtype());
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    if (!(t.numel() == 0 && t.dim() == 1)) {
+      check(t.dim() == ref->dim(), "cat", "tensors must have the same number of dims: tensor 0 has ", ref->dim(),
+            " but tensor ", i, " has ", t.dim());
+      for (int64_t k = 0; k < t.dim(); ++k)
+        check(k == d || t.size(k) == ref->size(k), "cat", "sizes of tensors must match except in dimension ", d,
+              ": expected size ", ref->size(k), " but got size ", t.size(k), " for tensor number ", i);
+    }
+    in.push_back(t.to(dt));
+  }
+  return dispatch1(kCat, std::span<const Tensor>(in), {{"dim", d}, {"dtype", dt}});
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  check(!ts.empty(), "stack", "expected a non-empty list of tensors");
+  const int64_t d = ops::wrap_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor> un;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    check(ts[i].sizes() == ts[0].sizes(), "stack", "expects each tensor to be equal size, but got ",
+          shape_str(ts[0].sizes()), " at entry 0 and ", shape_str(ts[i].sizes()), " at entry ", i);
+    un.push_back(ts[i].unsqueeze(d));
+  }
+  return cat(un, d);
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "split");
+  check(split_size > 0 || (split_size == 0 && x.size(d) == 0), "split", "split_size must be positive but got ",
+        split_size);
+  std::vector<Tensor> out;
+  const int64_t n = x.size(d);
+  if (n == 0) return {x};
+  for (int64_t s = 0; s < n; s += split_size) out.push_back(x.narrow(d, s, std::min(split_size, n - s)));
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  check(total == x.size(d), "split", "split sizes ", shape_str(sizes), " must sum to the dim's size ", x.size(d));
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.narrow(d, off, s));
+    off += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  check(chunks > 0, "chunk", "number of chunks must be greater than 0 but got ", chunks);
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "chunk");
+  const int64_t n = x.size(d);
+  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), d);
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "gather");
+  check_index(x, d, index, "gather");
+  return ops::call(kGather, {x, index}, {{"dim", d}});
+}
+
+static Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, bool add,
+                           const char* op) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), op);
+  check_index(x, d, index, op);
+  check(src.dim() == index.dim(), op, "src of shape ", shape_str(src.sizes()), " must have as many dims as index ",
+        shape_str(index.sizes()));
+  for (int64_t i = 0; i < index.dim(); ++i)
+    check(index.size(i) <= src.size(i), op, "index of shape ", shape_str(index.sizes()),
+          " is larger than src of shape ", shape_str(src.sizes()));
+  return ops::call(kScatter, {x, index, src.to(x.dtype())}, {{"dim", d}, {"add", add}});
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_impl(x, dim, index, src, false, "scatter");
+}
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_impl(x, dim, index, src, true, "scatter_add");
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "index_select");
+  check(index.dtype() == kInt64 || index.dtype() == kInt32, "index_select",
+        "expected an int64 or int32 index but got ", index.dtype());
+  check(index.dim() <= 1, "index_select", "index must be 0-D or 1-D but has shape ", shape_str(index.sizes()));
+  check(x.dim() > 0, "index_select", "cannot index a 0-dim tensor");
+  return ops::call(kIndexSelect, {x, index}, {{"dim", d}});
+}
+
+static Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
+  check(x.dim() >= 2, upper ? "triu" : "tril", "expected a tensor with at least 2 dims but got shape ",
+        shape_str(x.sizes()));
+  return ops::call(kTriangle, {x}, {{"diagonal", diagonal}, {"upper", upper}});
+}
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true); }
+
+static std::tuple<Tensor, Tensor> sort_impl(const Tensor& x, int64_t dim, bool desc, bool stable, int64_t k,
+                                            const char* op) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), op);
+  if (x.dim() == 0) return {x.clone(), zeros({}, kInt64)};
+  const Tensor in[] = {x};
+  auto r = dispatch(kSort, in, {{"dim", d}, {"descending", desc}, {"stable", stable}, {"k", k}});
+  return {r[0], r[1]};
+}
+
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  const int64_t n = x.dim() == 0 ? 1 : x.size(ops::wrap_dim(dim, x.dim(), "sort"));
+  return sort_impl(x, dim, descending, stable, n, "sort");
+}
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
+  const int64_t n = x.dim() == 0 ? 1 : x.size(ops::wrap_dim(dim, x.dim(), "topk"));
+  check(k >= 0 && k <= n, "topk", "k (", k, ") is out of range for a dimension of size ", n);
+  // Results are always sorted: a partial sort costs the same here.
+  return sort_impl(x, dim, largest, false, k, "topk");
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) { return std::get<1>(sort(x, dim, descending, true)); }
+
+}  // namespace kiln

@@ -1,0 +1,90 @@
+// mm, bmm, matmul (torch.matmul's 1-D and batch-broadcast rules) and linear.
+// The kernel (kernels/cpu/matmul_kernel.cpp) sees (..., M, K) x (..., K, N)
+// with equal batch dims, broadcast ones having stride 0.
+#include "kernels/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+std::vector<TensorMeta> matmul_shape(std::span<const Tensor> in, const Attrs&) {
+  Shape s(in[0].sizes().begin(), in[0].sizes().end() - 1);
+  s.push_back(in[1].size(-1));
+  return {{s, in[0].dtype()}};
+}
+const OpDef& kMatmul = register_op(OpDef{"bmm_broadcast", "bmm_broadcast(Tensor self, Tensor mat2) -> Tensor",
+                                         OpKind::Compute, matmul_shape, {cpu::matmul_kernel}});
+
+void check_pair(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.dtype() == b.dtype(), op, "expected both operands to have the same dtype, but got ", a.dtype(), " and ",
+        b.dtype());
+  check(a.dtype() != kBool, op, "is not supported for bool tensors");
+  check(a.size(-1) == b.size(b.dim() == 1 ? 0 : -2), op, "shapes cannot be multiplied (",
+        ops::shape_str(a.sizes()), " and ", ops::shape_str(b.sizes()), ")");
+}
+
+// a (..., M, K) and b (..., K, N), batch dims broadcast against each other.
+Tensor batched(const Tensor& a, const Tensor& b, Tensor* out) {
+  const Shape ab(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
+  Shape batch = broadcast_shapes(ab, bb, "matmul");
+  Shape sa = batch, sb = batch;
+  sa.push_back(a.size(-2)), sa.push_back(a.size(-1));
+  sb.push_back(b.size(-2)), sb.push_back(b.size(-1));
+  if (out) {
+    ops::call_out(kMatmul, *out, {a.expand(sa), b.expand(sb)});
+    return *out;
+  }
+  return ops::call(kMatmul, {a.expand(sa), b.expand(sb)});
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check(a.dim() == 2 && b.dim() == 2, "mm", "expected 2-D tensors but got ", ops::shape_str(a.sizes()), " and ",
+        ops::shape_str(b.sizes()));
+  check_pair(a, b, "mm");
+  return batched(a, b, nullptr);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check(a.dim() == 3 && b.dim() == 3, "bmm", "expected 3-D tensors but got ", ops::shape_str(a.sizes()), " and ",
+        ops::shape_str(b.sizes()));
+  check(a.size(0) == b.size(0), "bmm", "batch sizes differ: ", ops::shape_str(a.sizes()), " and ",
+        ops::shape_str(b.sizes()));
+  check_pair(a, b, "bmm");
+  return batched(a, b, nullptr);
+}
+
+static Tensor matmul_impl(const Tensor& a, const Tensor& b, Tensor* out) {
+  check(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments need at least 1 dimension, but got ",
+        ops::shape_str(a.sizes()), " and ", ops::shape_str(b.sizes()));
+  check_pair(a, b, "matmul");
+  // 1-D operands become matrices and the added dim is removed afterwards.
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  if (a.dim() > 1 && b.dim() > 1) return batched(a2, b2, out);
+  Tensor r = batched(a2, b2, nullptr);
+  if (a.dim() == 1) r = r.squeeze(-2);
+  if (b.dim() == 1) r = r.squeeze(-1);
+  if (out) {
+    out->copy_(r);
+    return *out;
+  }
+  return r;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl(a, b, nullptr); }
+Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  matmul_impl(a, b, &out);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check(weight.dim() == 2, "linear", "expected a 2-D weight but got ", ops::shape_str(weight.sizes()));
+  check(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear", "input of shape ", ops::shape_str(x.sizes()),
+        " does not match weight of shape ", ops::shape_str(weight.sizes()), " (in_features ", weight.size(1), ")");
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+}  // namespace kiln

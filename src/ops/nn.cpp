@@ -1,0 +1,96 @@
+// Neural-network functions with fused kernels: softmax, log_softmax,
+// layer_norm, rms_norm, embedding, one_hot.
+#include <limits>
+
+#include "kernels/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+const OpDef& kSoftmax = register_op(OpDef{"softmax", "softmax(Tensor self, int dim, bool log) -> Tensor",
+                                          OpKind::Compute, ops::same_as_first, {cpu::softmax_kernel}});
+const OpDef& kLayerNorm = register_op(OpDef{"layer_norm",
+                                            "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int n, float eps, bool rms) -> Tensor",
+                                            OpKind::Compute, ops::same_as_first, {cpu::layer_norm_kernel}});
+
+std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&) {
+  Shape s = in[1].sizes();
+  s.push_back(in[0].size(1));
+  return {{s, in[0].dtype()}};
+}
+const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weight, Tensor indices) -> Tensor",
+                                            OpKind::Compute, embedding_shape, {cpu::embedding_kernel}});
+
+std::vector<TensorMeta> one_hot_shape(std::span<const Tensor> in, const Attrs& a) {
+  Shape s = in[0].sizes();
+  s.push_back(a.get_int("num_classes"));
+  return {{s, kInt64}};
+}
+const OpDef& kOneHot = register_op(OpDef{"one_hot", "one_hot(Tensor self, int num_classes) -> Tensor",
+                                         OpKind::Compute, one_hot_shape, {cpu::one_hot_kernel}});
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check(is_floating(x.dtype()), op, "expected a floating point tensor but got ", x.dtype());
+  const int64_t d = ops::wrap_dim(dim, x.dim(), op);
+  if (x.dim() == 0) return log ? zeros_like(x) : ones_like(x);
+  return ops::call(kSoftmax, {x}, {{"dim", d}, {"log", log}});
+}
+
+Tensor norm_impl(const char* op, bool rms, const Tensor& x, const Shape& shape, const Tensor& w, const Tensor& b,
+                 double eps) {
+  check(is_floating(x.dtype()), op, "expected a floating point input but got ", x.dtype());
+  const int64_t k = static_cast<int64_t>(shape.size());
+  check(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == shape, op,
+        "normalized_shape ", ops::shape_str(shape), " does not match the trailing dims of the input of shape ",
+        ops::shape_str(x.sizes()));
+  for (const Tensor* p : {&w, &b}) {
+    if (!p->defined()) continue;
+    check(p->sizes() == shape, op, "expected weight and bias of shape ", ops::shape_str(shape), " but got ",
+          ops::shape_str(p->sizes()));
+    check(p->dtype() == x.dtype(), op, "expected weight and bias of dtype ", x.dtype(), " but got ", p->dtype());
+  }
+  std::vector<Tensor> in{x};
+  if (w.defined()) in.push_back(w);
+  if (b.defined()) in.push_back(b);
+  Attrs a{{"n", shape_numel(shape)}, {"eps", eps}, {"has_weight", w.defined()}, {"has_bias", b.defined()},
+          {"rms", rms}};
+  return dispatch1(kLayerNorm, std::span<const Tensor>(in), a);
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor layer_norm(const Tensor& x, Shape shape, const Tensor& w, const Tensor& b, double eps) {
+  return norm_impl("layer_norm", false, x, shape, w, b, eps);
+}
+
+Tensor rms_norm(const Tensor& x, Shape shape, const Tensor& w, std::optional<double> eps) {
+  // PyTorch's default eps is the machine epsilon of the input's dtype.
+  double e = std::numeric_limits<float>::epsilon();
+  if (x.dtype() == kFloat64) e = std::numeric_limits<double>::epsilon();
+  if (x.dtype() == kFloat16) e = 0.0009765625;
+  if (x.dtype() == kBFloat16) e = 0.0078125;
+  return norm_impl("rms_norm", true, x, shape, w, Tensor(), eps.value_or(e));
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  check(weight.dim() == 2, "embedding", "expected a 2-D weight but got shape ", ops::shape_str(weight.sizes()));
+  check(indices.dtype() == kInt64 || indices.dtype() == kInt32, "embedding",
+        "expected indices of dtype int64 or int32 but got ", indices.dtype());
+  return ops::call(kEmbedding, {weight, indices});
+}
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  check(indices.dtype() == kInt64, "one_hot", "expected an int64 tensor but got ", indices.dtype());
+  if (num_classes < 0) {
+    check(indices.numel() > 0, "one_hot", "cannot infer num_classes from an empty tensor");
+    num_classes = amax(indices).item<int64_t>() + 1;
+  }
+  return ops::call(kOneHot, {indices}, {{"num_classes", num_classes}});
+}
+
+}  // namespace kiln

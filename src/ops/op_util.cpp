@@ -1,0 +1,71 @@
+// Helpers shared by the op front ends; see op_util.h.
+#include "ops/op_util.h"
+
+#include <algorithm>
+
+namespace kiln::ops {
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  check(dim >= -n && dim < n, op, "dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+        "], but got ", dim, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+Shape reduction_dims(const Tensor& x, const Shape& dims, const char* op) {
+  Shape out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(wrap_dim(d, x.dim(), op));
+  std::sort(out.begin(), out.end());
+  check(std::adjacent_find(out.begin(), out.end()) == out.end(), op, "dim appears multiple times in the list of dims ",
+        shape_str(dims));
+  if (x.dim() == 0) out.clear();
+  return out;
+}
+
+Shape reduced_shape(const Shape& sizes, const Shape& dims, bool keepdim) {
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    const bool r = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!r) out.push_back(sizes[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  if (from != kBool && to == kBool) return false;
+  return true;
+}
+
+std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&) {
+  return {{in[0].sizes(), in[0].dtype()}};
+}
+
+std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&) {
+  Shape s = in[0].sizes();
+  for (size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].sizes());
+  return {{s, in[0].dtype()}};
+}
+
+std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs& a) {
+  auto m = broadcast_all(in, a);
+  m[0].dtype = kBool;
+  return m;
+}
+
+std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a) {
+  return {{a.get_shape("size"), a.get_dtype("dtype")}};
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,41 @@
+// Shared helpers of the op front ends: dim wrapping, shape text for error
+// messages, casting rules, and common shape functions.
+#pragma once
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/dispatch.h"
+#include "kiln/ops.h"
+
+namespace kiln::ops {
+
+std::string shape_str(const Shape& s);
+
+// Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts 0 and -1.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+// Sorted, unique, wrapped dims; empty means all dims.
+Shape reduction_dims(const Tensor& x, const Shape& dims, const char* op);
+Shape reduced_shape(const Shape& sizes, const Shape& dims, bool keepdim);
+
+// PyTorch's can_cast: a float cannot go into an integer, nor a number into bool.
+bool can_cast(DType from, DType to);
+
+// Shape functions shared by many ops.
+std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&);
+std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&);      // dtype of input 0
+std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs&);  // bool result
+std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a);    // attrs size, dtype
+
+// Dispatches a one-output op on tensors.
+inline Tensor call(const OpDef& op, std::initializer_list<Tensor> in, const Attrs& attrs = {}) {
+  return dispatch1(op, std::span<const Tensor>(in.begin(), in.size()), attrs);
+}
+// Same, writing into `out` (out= and in-place forms).
+inline void call_out(const OpDef& op, const Tensor& out, std::initializer_list<Tensor> in, const Attrs& attrs = {}) {
+  const Tensor outs[] = {out};
+  dispatch(op, std::span<const Tensor>(in.begin(), in.size()), attrs, outs);
+}
+
+}  // namespace kiln::ops

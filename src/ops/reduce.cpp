@@ -1,0 +1,172 @@
+// Reductions. sum/prod/amax/amin/all/any are kernels; mean, var, std,
+// logsumexp and norm are compositions of them (so autograd and the tracer
+// get them for free).
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/kernels.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+using cpu::ReduceOp;
+
+std::vector<TensorMeta> reduce_shape(std::span<const Tensor> in, const Attrs& a) {
+  return {{ops::reduced_shape(in[0].sizes(), a.get_shape("dims"), a.get_bool("keepdim")), a.get_dtype("dtype")}};
+}
+
+OpDef reduce_def(const char* name, KernelFn k) {
+  return OpDef{name, std::string(name) + "(Tensor self, int[] dims, bool keepdim, *, ScalarType dtype) -> Tensor",
+               OpKind::Compute, reduce_shape, {k}};
+}
+const OpDef& kSum = register_op(reduce_def("sum", cpu::reduce_kernel<ReduceOp::Sum>));
+const OpDef& kProd = register_op(reduce_def("prod", cpu::reduce_kernel<ReduceOp::Prod>));
+const OpDef& kAmax = register_op(reduce_def("amax", cpu::reduce_kernel<ReduceOp::Max>));
+const OpDef& kAmin = register_op(reduce_def("amin", cpu::reduce_kernel<ReduceOp::Min>));
+const OpDef& kAll = register_op(reduce_def("all", cpu::reduce_kernel<ReduceOp::All>));
+const OpDef& kAny = register_op(reduce_def("any", cpu::reduce_kernel<ReduceOp::Any>));
+
+std::vector<TensorMeta> arg_reduce_shape(std::span<const Tensor> in, const Attrs& a) {
+  Shape s = in[0].sizes();
+  if (!s.empty()) s[a.get_int("dim")] = 1;
+  return {{s, in[0].dtype()}, {s, kInt64}};
+}
+const OpDef& kMaxDim = register_op(OpDef{"max_min_dim", "max_min_dim(Tensor self, int dim, bool largest) -> (Tensor values, Tensor indices)",
+                                         OpKind::Compute, arg_reduce_shape, {cpu::arg_reduce_kernel}});
+
+std::vector<TensorMeta> cumsum_shape(std::span<const Tensor> in, const Attrs& a) {
+  return {{in[0].sizes(), a.get_dtype("dtype")}};
+}
+const OpDef& kCumsum = register_op(OpDef{"cumsum", "cumsum(Tensor self, int dim, *, ScalarType dtype) -> Tensor",
+                                         OpKind::Compute, cumsum_shape, {cpu::cumsum_kernel}});
+
+Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype) {
+  const Shape d = ops::reduction_dims(x, dims, op.name.c_str());
+  return ops::call(op, {x}, {{"dims", d}, {"keepdim", keepdim}, {"dtype", out_dtype}});
+}
+
+// max/min style reductions have no identity: an empty reduced extent is an error.
+void check_nonempty(const Tensor& x, const Shape& dims, const char* op) {
+  for (int64_t d : ops::reduction_dims(x, dims, op))
+    check(x.dim() == 0 || x.size(d) != 0, op, "cannot reduce over a zero-size dimension ", d, " of a tensor of shape ",
+          ops::shape_str(x.sizes()));
+  check(x.numel() != 0 || (!dims.empty() && x.dim() > 0), op, "cannot reduce an empty tensor of shape ",
+        ops::shape_str(x.sizes()));
+}
+
+int64_t reduced_count(const Tensor& x, const Shape& dims, const char* op) {
+  int64_t n = 1;
+  for (int64_t d : ops::reduction_dims(x, dims, op)) n *= x.size(d);
+  return n;
+}
+
+void check_float(const Tensor& x, const char* op) {
+  check(is_floating(x.dtype()), op, "could not infer output dtype: input dtype must be floating point but got ",
+        x.dtype());
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, Shape dims, bool keepdim, std::optional<DType> dtype) {
+  const Tensor in = dtype ? x.to(*dtype) : x;
+  const DType out = is_floating(in.dtype()) ? in.dtype() : kInt64;
+  return reduce(kSum, in, dims, keepdim, out);
+}
+
+Tensor prod(const Tensor& x, Shape dims, bool keepdim) {
+  return reduce(kProd, x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : kInt64);
+}
+
+Tensor amax(const Tensor& x, Shape dims, bool keepdim) {
+  check_nonempty(x, dims, "amax");
+  return reduce(kAmax, x, dims, keepdim, x.dtype());
+}
+Tensor amin(const Tensor& x, Shape dims, bool keepdim) {
+  check_nonempty(x, dims, "amin");
+  return reduce(kAmin, x, dims, keepdim, x.dtype());
+}
+Tensor all(const Tensor& x, Shape dims, bool keepdim) { return reduce(kAll, x, dims, keepdim, kBool); }
+Tensor any(const Tensor& x, Shape dims, bool keepdim) { return reduce(kAny, x, dims, keepdim, kBool); }
+
+Tensor mean(const Tensor& x, Shape dims, bool keepdim) {
+  check_float(x, "mean");
+  const int64_t n = reduced_count(x, dims, "mean");
+  return sum(x, dims, keepdim) / static_cast<double>(n);
+}
+
+Tensor var(const Tensor& x, Shape dims, int64_t correction, bool keepdim) {
+  check_float(x, "var");
+  const int64_t n = reduced_count(x, dims, "var");
+  const Tensor centred = x - mean(x, dims, true);
+  // n <= correction gives inf or nan, as in PyTorch.
+  return sum(centred * centred, dims, keepdim) / static_cast<double>(std::max<int64_t>(n - correction, 0));
+}
+
+Tensor std(const Tensor& x, Shape dims, int64_t correction, bool keepdim) {
+  return sqrt(var(x, std::move(dims), correction, keepdim));
+}
+
+Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim) {
+  const Tensor xf = is_floating(x.dtype()) ? x : x.to(default_dtype());
+  if (xf.numel() == 0) return log(sum(exp(xf), dims, keepdim));
+  // Shift by the max; an all -inf slice keeps shift 0 so the result is -inf, not nan.
+  Tensor m = amax(xf, dims, true);
+  m = where(eq(abs(m), wrapped_scalar(std::numeric_limits<double>::infinity())), zeros_like(m), m);
+  const Tensor m_out = m.reshape(ops::reduced_shape(xf.sizes(), ops::reduction_dims(xf, dims, "logsumexp"), keepdim));
+  return log(sum(exp(xf - m), dims, keepdim)) + m_out;
+}
+
+Tensor norm(const Tensor& x, double p, Shape dims, bool keepdim) {
+  check_float(x, "norm");
+  if (p == 2.0) return sqrt(sum(x * x, dims, keepdim));
+  if (p == 1.0) return sum(abs(x), dims, keepdim);
+  if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
+  if (p == 0.0) return sum(ne(x, wrapped_scalar(0)).to(x.dtype()), dims, keepdim);
+  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+}
+
+Tensor max(const Tensor& x) { return amax(x); }
+Tensor min(const Tensor& x) { return amin(x); }
+
+static std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool keepdim, bool largest,
+                                              const char* op) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), op);
+  check(x.dim() == 0 || x.size(d) > 0, op, "cannot reduce over the zero-size dimension ", d, " of shape ",
+        ops::shape_str(x.sizes()));
+  auto r = dispatch(kMaxDim, std::span<const Tensor>(&x, 1), {{"dim", d}, {"largest", largest}});
+  if (!keepdim && x.dim() > 0) return {r[0].squeeze(d), r[1].squeeze(d)};
+  return {r[0], r[1]};
+}
+
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(x, dim, keepdim, true, "max");
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(x, dim, keepdim, false, "min");
+}
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) {
+    check(x.numel() > 0, "argmax", "cannot take the argmax of an empty tensor");
+    return std::get<1>(extreme_dim(x.reshape({-1}), 0, false, true, "argmax"));
+  }
+  return std::get<1>(extreme_dim(x, *dim, keepdim, true, "argmax"));
+}
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) {
+    check(x.numel() > 0, "argmin", "cannot take the argmin of an empty tensor");
+    return std::get<1>(extreme_dim(x.reshape({-1}), 0, false, false, "argmin"));
+  }
+  return std::get<1>(extreme_dim(x, *dim, keepdim, false, "argmin"));
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "cumsum");
+  const DType out = is_floating(x.dtype()) ? x.dtype() : kInt64;
+  if (x.dim() == 0) return x.to(out).clone();
+  return ops::call(kCumsum, {x}, {{"dim", d}, {"dtype", out}});
+}
+
+}  // namespace kiln

@@ -1,0 +1,307 @@
+// View ops: each shape function computes the new sizes, strides and offset;
+// the dispatcher builds an alias of input 0's storage from them (no kernel,
+// no copy).
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+using ops::shape_str;
+using ops::wrap_dim;
+
+TensorMeta meta_of(const Tensor& t) { return {t.sizes(), t.dtype(), t.strides(), t.storage_offset()}; }
+
+// Strides for viewing `t` with `shape` without copying, if possible
+// (PyTorch's computeStride): each run of old dims that is contiguous within
+// itself can be split or merged freely.
+std::optional<Shape> view_strides(const Tensor& t, const Shape& shape) {
+  const Shape& os = t.sizes();
+  const Shape& ost = t.strides();
+  Shape ns(shape.size());
+  if (t.numel() == 0 || t.dim() == 0) return contiguous_strides(shape);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = ost.empty() ? 1 : ost.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(os.size()) - 1; d >= 0; --d) {
+    tensor_numel *= os[d];
+    if (d == 0 || (os[d - 1] != 1 && ost[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        ns[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = ost[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return ns;
+}
+
+// Resolves one -1 in a requested shape.
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      check(infer < 0, op, "only one dimension can be inferred in shape ", shape_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      check(shape[i] >= 0, op, "invalid shape dimension ", shape[i], " in ", shape_str(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    check(known != 0 && numel % known == 0, op, "shape ", shape_str(shape), " is invalid for input of size ", numel);
+    out[infer] = numel / known;
+  }
+  check(shape_numel(out) == numel, op, "shape ", shape_str(shape), " is invalid for input of size ", numel);
+  return out;
+}
+
+std::vector<TensorMeta> view_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  Shape shape = infer_shape(a.get_shape("size"), t.numel(), "view");
+  auto st = view_strides(t, shape);
+  check(st.has_value(), "view", "size ", shape_str(shape), " is not compatible with the input's size ",
+        shape_str(t.sizes()), " and stride ", shape_str(t.strides()), "; use reshape() instead");
+  return {{shape, t.dtype(), *st, t.storage_offset()}};
+}
+
+std::vector<TensorMeta> permute_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  const Shape& dims = a.get_shape("dims");
+  check(static_cast<int64_t>(dims.size()) == t.dim(), "permute", "number of dims ", dims.size(),
+        " doesn't match the input's ", t.dim(), " dims");
+  TensorMeta m = meta_of(t);
+  std::vector<bool> seen(t.dim(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], t.dim(), "permute");
+    check(!seen[d], "permute", "repeated dim ", dims[i], " in ", shape_str(dims));
+    seen[d] = true;
+    m.sizes[i] = t.size(d);
+    m.strides[i] = t.stride(d);
+  }
+  return {m};
+}
+
+std::vector<TensorMeta> expand_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  const Shape& size = a.get_shape("size");
+  check(static_cast<int64_t>(size.size()) >= t.dim(), "expand", "the number of sizes provided (", size.size(),
+        ") must be greater or equal to the number of dimensions in the tensor (", t.dim(), ")");
+  TensorMeta m{size, t.dtype(), Shape(size.size(), 0), t.storage_offset()};
+  const int64_t off = static_cast<int64_t>(size.size()) - t.dim();
+  for (int64_t i = 0; i < static_cast<int64_t>(size.size()); ++i) {
+    if (i < off) {
+      check(size[i] >= 0, "expand", "the expanded size ", size[i], " is not allowed in a leading dimension");
+      continue;
+    }
+    const int64_t s = t.size(i - off);
+    if (size[i] == -1 || size[i] == s) {
+      m.sizes[i] = s;
+      m.strides[i] = t.stride(i - off);
+    } else {
+      check(s == 1, "expand", "the expanded size of the tensor (", size[i], ") must match the existing size (", s,
+            ") at non-singleton dimension ", i, ". Target sizes: ", shape_str(size), ". Tensor sizes: ",
+            shape_str(t.sizes()));
+    }
+  }
+  return {m};
+}
+
+std::vector<TensorMeta> slice_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  check(t.dim() > 0, "slice", "cannot be applied to a 0-dim tensor");
+  const int64_t d = wrap_dim(a.get_int("dim"), t.dim(), "slice");
+  const int64_t step = a.get_int("step");
+  check(step > 0, "slice", "step must be positive but got ", step);
+  const int64_t n = t.size(d);
+  auto clampi = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+  const int64_t start = clampi(a.get_int("start")), end = std::max(clampi(a.get_int("end")), start);
+  TensorMeta m = meta_of(t);
+  m.sizes[d] = (end - start + step - 1) / step;
+  m.strides[d] = t.stride(d) * step;
+  m.storage_offset += start * t.stride(d);
+  return {m};
+}
+
+std::vector<TensorMeta> select_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  check(t.dim() > 0, "select", "cannot be applied to a 0-dim tensor");
+  const int64_t d = wrap_dim(a.get_int("dim"), t.dim(), "select");
+  int64_t i = a.get_int("index");
+  check(i >= -t.size(d) && i < t.size(d), "select", "index ", i, " is out of range for dimension ", d, " with size ",
+        t.size(d));
+  if (i < 0) i += t.size(d);
+  TensorMeta m = meta_of(t);
+  m.storage_offset += i * t.stride(d);
+  m.sizes.erase(m.sizes.begin() + d);
+  m.strides.erase(m.strides.begin() + d);
+  return {m};
+}
+
+// squeeze (dim < 0 means every size-1 dim) and unsqueeze.
+std::vector<TensorMeta> squeeze_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  TensorMeta m{{}, t.dtype(), {}, t.storage_offset()};
+  const bool all = !a.has("dim");
+  const int64_t d = all ? -1 : wrap_dim(a.get_int("dim"), t.dim(), "squeeze");
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) == 1 && (all || i == d)) continue;
+    m.sizes.push_back(t.size(i));
+    m.strides.push_back(t.stride(i));
+  }
+  return {m};
+}
+
+std::vector<TensorMeta> unsqueeze_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  const int64_t d = wrap_dim(a.get_int("dim"), t.dim() + 1, "unsqueeze");
+  TensorMeta m = meta_of(t);
+  const int64_t st = d < t.dim() ? t.size(d) * t.stride(d) : 1;
+  m.sizes.insert(m.sizes.begin() + d, 1);
+  m.strides.insert(m.strides.begin() + d, st);
+  return {m};
+}
+
+std::vector<TensorMeta> unfold_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  const int64_t d = wrap_dim(a.get_int("dim"), t.dim(), "unfold");
+  const int64_t size = a.get_int("size"), step = a.get_int("step");
+  const int64_t n = t.dim() == 0 ? 1 : t.size(d);
+  check(size >= 0 && size <= n, "unfold", "maximum size for tensor at dimension ", d, " is ", n, " but size is ", size);
+  check(step > 0, "unfold", "step is ", step, " but must be > 0");
+  TensorMeta m = meta_of(t);
+  if (t.dim() > 0) {
+    m.sizes[d] = (n - size) / step + 1;
+    m.strides[d] = t.stride(d) * step;
+  }
+  m.sizes.push_back(size);
+  m.strides.push_back(t.dim() == 0 ? 1 : t.stride(d));
+  return {m};
+}
+
+std::vector<TensorMeta> as_strided_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  const Shape& size = a.get_shape("size");
+  const Shape& stride = a.get_shape("stride");
+  const int64_t off = a.get_int("storage_offset");
+  check(size.size() == stride.size(), "as_strided", "mismatch in length of strides and shape");
+  int64_t last = off;
+  bool empty_view = false;
+  for (size_t i = 0; i < size.size(); ++i) {
+    check(size[i] >= 0 && stride[i] >= 0, "as_strided", "sizes and strides must be non-negative");
+    empty_view = empty_view || size[i] == 0;
+    last += (size[i] - 1) * stride[i];
+  }
+  const int64_t capacity = static_cast<int64_t>(t.impl()->storage->nbytes() / t.element_size());
+  check(off >= 0 && (empty_view || last < capacity), "as_strided", "view of size ", shape_str(size), " and stride ",
+        shape_str(stride), " at offset ", off, " needs ", last + 1, " elements but the storage has ", capacity);
+  return {{size, t.dtype(), stride, off}};
+}
+
+std::vector<TensorMeta> alias_shape(std::span<const Tensor> in, const Attrs&) { return {meta_of(in[0])}; }
+
+OpDef view_def(const char* name, const char* schema, ShapeFn f) { return OpDef{name, schema, OpKind::View, f, {}}; }
+const OpDef& kView = register_op(view_def("view", "view(Tensor(a) self, int[] size) -> Tensor(a)", view_shape));
+const OpDef& kPermute = register_op(view_def("permute", "permute(Tensor(a) self, int[] dims) -> Tensor(a)", permute_shape));
+const OpDef& kExpand = register_op(view_def("expand", "expand(Tensor(a) self, int[] size) -> Tensor(a)", expand_shape));
+const OpDef& kSlice = register_op(view_def("slice", "slice(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)", slice_shape));
+const OpDef& kSelect = register_op(view_def("select", "select(Tensor(a) self, int dim, int index) -> Tensor(a)", select_shape));
+const OpDef& kSqueeze = register_op(view_def("squeeze", "squeeze(Tensor(a) self, int? dim) -> Tensor(a)", squeeze_shape));
+const OpDef& kUnsqueeze = register_op(view_def("unsqueeze", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_shape));
+const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)", unfold_shape));
+const OpDef& kAsStrided = register_op(view_def("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)", as_strided_shape));
+const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
+
+}  // namespace
+
+Tensor Tensor::view(Shape shape) const { return ops::call(kView, {*this}, {{"size", std::move(shape)}}); }
+
+Tensor Tensor::reshape(Shape shape) const {
+  Shape s = infer_shape(shape, numel(), "reshape");
+  if (view_strides(*this, s)) return view(std::move(s));
+  return clone().view(std::move(s));
+}
+
+Tensor Tensor::permute(Shape dims) const { return ops::call(kPermute, {*this}, {{"dims", std::move(dims)}}); }
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) {
+    wrap_dim(d0, 0, "transpose"), wrap_dim(d1, 0, "transpose");
+    return ops::call(kAlias, {*this});
+  }
+  Shape dims(dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[wrap_dim(d0, dim(), "transpose")], dims[wrap_dim(d1, dim(), "transpose")]);
+  return permute(dims);
+}
+
+Tensor Tensor::t() const {
+  check(dim() <= 2, "t", "expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
+  return dim() < 2 ? ops::call(kAlias, {*this}) : transpose(0, 1);
+}
+
+Tensor Tensor::expand(Shape shape) const { return ops::call(kExpand, {*this}, {{"size", std::move(shape)}}); }
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+  return ops::call(kSlice, {*this}, {{"dim", d}, {"start", start.value_or(0)},
+                                     {"end", end.value_or(std::numeric_limits<int64_t>::max() / 2)}, {"step", step}});
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  check(dim() > 0, "narrow", "cannot be applied to a 0-dim tensor");
+  const int64_t wd = wrap_dim(d, dim(), "narrow");
+  const int64_t n = size(wd);
+  if (start < 0) start += n;
+  check(start >= 0 && length >= 0 && start + length <= n, "narrow", "start (", start, ") + length (", length,
+        ") exceeds dimension size (", n, ")");
+  return slice(wd, start, start + length, 1);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  return ops::call(kSelect, {*this}, {{"dim", d}, {"index", index}});
+}
+Tensor Tensor::squeeze() const { return ops::call(kSqueeze, {*this}); }
+Tensor Tensor::squeeze(int64_t d) const { return ops::call(kSqueeze, {*this}, {{"dim", d}}); }
+Tensor Tensor::unsqueeze(int64_t d) const { return ops::call(kUnsqueeze, {*this}, {{"dim", d}}); }
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  const int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
+  check(s <= e, "flatten", "start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
+  Shape shape(sizes().begin(), sizes().begin() + s);
+  int64_t mid = 1;
+  for (int64_t i = s; i <= e; ++i) mid *= size(i);
+  shape.push_back(mid);
+  shape.insert(shape.end(), sizes().begin() + e + 1, sizes().end());
+  return reshape(shape);
+}
+
+Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
+  return ops::call(kUnfold, {*this}, {{"dim", d}, {"size", size}, {"step", step}});
+}
+
+Tensor Tensor::as_strided(Shape sizes, Shape strides, std::optional<int64_t> offset) const {
+  return ops::call(kAsStrided, {*this}, {{"size", std::move(sizes)}, {"stride", std::move(strides)},
+                                         {"storage_offset", offset.value_or(storage_offset())}});
+}
+
+Tensor Tensor::detach() const {
+  Tensor out = ops::call(kAlias, {*this});
+  out.impl()->autograd.reset();
+  return out;
+}
+
+Tensor broadcast_to(const Tensor& t, Shape shape) { return t.expand(std::move(shape)); }
+
+}  // namespace kiln

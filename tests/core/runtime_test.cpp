@@ -1,0 +1,85 @@
+// Threads, CPU capability selection and the random generator.
+#include <atomic>
+#include <cmath>
+
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+TEST(Runtime, ParallelForCoversTheRangeOnce) {
+  set_num_threads(2);
+  EXPECT_EQ(get_num_threads(), 2);
+  std::vector<std::atomic<int>> hits(100000);
+  parallel_for(0, 100000, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  // Nested: runs serially inside, still once each.
+  std::atomic<int64_t> total{0};
+  parallel_for(0, 8, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) parallel_for(0, 1000, 1, [&](int64_t x, int64_t y) { total += y - x; });
+  });
+  EXPECT_EQ(total.load(), 8000);
+  expect_error([] { set_num_threads(0); }, {"[set_num_threads]", ">= 1"});
+}
+
+TEST(Runtime, ParallelForPropagatesErrors) {
+  EXPECT_THROW(parallel_for(0, 100000, 10, [](int64_t b, int64_t) {
+                 if (b > 0) fail("test", "boom");
+               }),
+               Error);
+}
+
+TEST(Runtime, CapabilitiesCanBeLoweredAndRestored) {
+  const auto avail = available_capabilities();
+  ASSERT_FALSE(avail.empty());
+  EXPECT_EQ(avail.front(), Capability::Scalar);
+  const Capability best = cpu_capability();
+  Tensor x = randn({1000});
+  const auto want = values(exp(x));
+  for (Capability c : avail) {
+    set_cpu_capability(c);
+    EXPECT_EQ(cpu_capability(), c);
+    expect_close(exp(x), want, 1e-6, 0, capability_name(c));
+  }
+  set_cpu_capability(best);
+  EXPECT_EQ(parse_capability("avx2"), Capability::AVX2);
+  expect_error([] { parse_capability("mmx"); }, {"[cpu_capability]", "mmx"});
+}
+
+TEST(Runtime, SeedGivesReproducibleStreamsWhateverTheThreadCount) {
+  manual_seed(42);
+  set_num_threads(1);
+  const auto a = values(randn({100000}));
+  manual_seed(42);
+  set_num_threads(2);
+  const auto b = values(randn({100000}));
+  EXPECT_EQ(a, b);
+  const auto c = values(randn({100000}));
+  EXPECT_NE(a, c);  // the stream moves on
+}
+
+TEST(Runtime, DistributionsHaveTheRightMoments) {
+  manual_seed(7);
+  Tensor u = rand({200000}, kFloat64);
+  EXPECT_NEAR(mean(u).item<double>(), 0.5, 0.005);
+  EXPECT_GE(amin(u).item<double>(), 0.0);
+  EXPECT_LT(amax(u).item<double>(), 1.0);
+  Tensor n = randn({200000});
+  EXPECT_NEAR(mean(n).item<double>(), 0.0, 0.01);
+  EXPECT_NEAR(kiln::std(n).item<double>(), 1.0, 0.01);
+  Tensor r = randint(3, 7, {10000});
+  EXPECT_EQ(amin(r).item<int64_t>(), 3);
+  EXPECT_EQ(amax(r).item<int64_t>(), 6);
+  Tensor h = rand({10000}, kBFloat16);
+  EXPECT_LT(amax(h).item<float>(), 1.0f);
+}
+
+TEST(Runtime, InfoStrings) {
+  EXPECT_FALSE(version().empty());
+  EXPECT_NE(blas_info().find("OpenBLAS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,115 @@
+// The dispatcher: one entry point that a mode can intercept for every op.
+#include <set>
+
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+// Records every op it sees and lets it run.
+class RecordingMode : public DispatchMode {
+ public:
+  std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                            std::span<const Tensor> out) override {
+    seen.insert(op.name);
+    calls.push_back(op.name);
+    return dispatch(op, in, attrs, out);
+  }
+  std::set<std::string> seen;
+  std::vector<std::string> calls;
+};
+
+// Exercises every public op once.
+void run_every_op() {
+  Tensor x = randn({4, 6}), y = rand({4, 6}), i = randint(0, 4, {4, 6});
+  Tensor idx = randint(0, 4, {3});
+  for (auto f : {neg, abs, sign, exp, expm1, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu, silu, erf, floor,
+                 ceil, round, square, logical_not, log, log1p})
+    f(y + 1);
+  gelu(x), gelu(x, "tanh"), clamp(x, 0, 1);
+  add(x, y), sub(x, y), mul(x, y), div(x, y), pow(y, x), maximum(x, y), minimum(x, y), fmod(x, y);
+  eq(x, y), ne(x, y), lt(x, y), le(x, y), gt(x, y), ge(x, y), logical_and(x, y), logical_or(x, y), logical_xor(x, y);
+  where(x > 0, x, y), masked_fill(x, x > 0, 0);
+  sum(x), prod(x), amax(x), amin(x), all(x), any(x), max(x, 1), cumsum(x, 0);
+  mm(x, y.t()), softmax(x, 1), layer_norm(x, {6}), embedding(x, idx), one_hot(idx, 4);
+  cat({x, y}), gather(x, 1, i), scatter(x, 1, i, y), index_select(x, 0, idx), tril(x), sort(x), multinomial(y, 2);
+  x.view({24}).permute({0}), x.expand({2, 4, 6}), x.slice(0, 1), x.select(0, 1), x.unsqueeze(0).squeeze(),
+      x.unfold(1, 2, 2), x.as_strided({2}, {1}), x.detach(), linspace(0, 1, 3), eye(3), x.clone();
+  x.unsqueeze(0).squeeze(0), arange(3);
+}
+
+TEST(Dispatcher, AModeInterceptsEveryRegisteredOp) {
+  RecordingMode mode;
+  {
+    ModeGuard guard(&mode);
+    run_every_op();
+  }
+  for (const OpDef* op : all_ops()) EXPECT_TRUE(mode.seen.count(op->name)) << "op never intercepted: " << op->name;
+  // Outside the guard nothing is recorded.
+  const size_t n = mode.calls.size();
+  add(ones({2}), ones({2}));
+  EXPECT_EQ(mode.calls.size(), n);
+}
+
+// Replaces every add with a subtraction: proves the mode, not the kernel, decides.
+class SwapAddMode : public DispatchMode {
+ public:
+  std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                            std::span<const Tensor> out) override {
+    if (op.name == "add") return {sub(in[0], in[1])};
+    return dispatch(op, in, attrs, out);
+  }
+};
+
+TEST(Dispatcher, ModesNestAndTheInnermostSeesOpsFirst) {
+  RecordingMode outer;
+  SwapAddMode inner;
+  Tensor r;
+  {
+    ModeGuard g1(&outer);
+    ModeGuard g2(&inner);
+    r = add(full({2}, 5.0), full({2}, 3.0));
+  }
+  expect_close(r, {2, 2}, 0, 0, "add became sub");
+  // The outer mode saw the sub issued by the inner one, never the add.
+  EXPECT_TRUE(outer.seen.count("sub"));
+  EXPECT_FALSE(outer.seen.count("add"));
+}
+
+TEST(Dispatcher, EveryOpHasASchemaAndShapeFunction) {
+  const auto ops = all_ops();
+  EXPECT_GT(ops.size(), 70u);
+  for (const OpDef* op : ops) {
+    EXPECT_NE(op->shape, nullptr) << op->name;
+    EXPECT_EQ(op->schema.rfind(op->name + "(", 0), 0u) << op->name << ": " << op->schema;
+    if (op->kind == OpKind::Compute) {
+      EXPECT_NE(op->kernels[0], nullptr) << op->name;
+    }
+  }
+  EXPECT_NE(find_op("add"), nullptr);
+  EXPECT_EQ(find_op("no_such_op"), nullptr);
+}
+
+TEST(Dispatcher, ShapeFunctionAloneGivesOutputMetadata) {
+  const OpDef* op = find_op("bmm_broadcast");
+  ASSERT_NE(op, nullptr);
+  Tensor a = empty({2, 3, 4}), b = empty({2, 4, 5});
+  const Tensor in[] = {a, b};
+  auto metas = op->shape(std::span<const Tensor>(in), Attrs{});
+  ASSERT_EQ(metas.size(), 1u);
+  EXPECT_EQ(metas[0].sizes, Shape({2, 3, 5}));
+  EXPECT_EQ(metas[0].dtype, kFloat32);
+}
+
+TEST(Dispatcher, OutTensorsAreChecked) {
+  const OpDef* op = find_op("add");
+  Tensor a = ones({3}), wrong = empty({4});
+  const Tensor in[] = {a, a};
+  const Tensor out[] = {wrong};
+  expect_error([&] { dispatch(*op, in, {}, out); }, {"[add]", "out= tensor has shape [4]", "[3]"});
+  const Tensor out2[] = {empty({3}, kFloat64)};
+  expect_error([&] { dispatch(*op, in, {}, out2); }, {"[add]", "dtype float64", "float32"});
+}
+
+}  // namespace
+}  // namespace kiln::test

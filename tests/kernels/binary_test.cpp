@@ -1,0 +1,174 @@
+// Binary ops, comparisons and where against float64 references, over
+// broadcasting shape pairs, layouts and dtypes.
+#include <cmath>
+
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+struct BinaryCase {
+  const char* name;
+  std::function<Tensor(const Tensor&, const Tensor&)> op;
+  std::function<double(double, double)> ref;
+  bool int_ok = true;
+  bool positive_rhs = false;
+};
+
+std::vector<BinaryCase> cases() {
+  return {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }},
+      {"add_alpha", [](const Tensor& a, const Tensor& b) { return add(a, b, 2); },
+       [](double a, double b) { return a + 2 * b; }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; },
+       false, true},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+       [](double a, double b) { return std::max(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+       [](double a, double b) { return std::min(a, b); }},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(abs(a), b); },
+       [](double a, double b) { return std::pow(std::fabs(a), b); }, false},
+      {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); },
+       [](double a, double b) { return std::fmod(a, b); }, false, true},
+  };
+}
+
+// (a shape, b shape) pairs: equal, trailing broadcast, both broadcast, 0-dim, zero-size.
+const std::vector<std::pair<Shape, Shape>> kPairs = {
+    {{5, 37}, {5, 37}}, {{5, 37}, {37}}, {{5, 1}, {1, 37}}, {{}, {4, 9}}, {{4, 9}, {}},
+    {{0, 7}, {7}},      {{2, 3, 17}, {3, 1}}, {{}, {}},
+};
+
+TEST(Binary, FloatDTypesAllLayoutsMatchFloat64Reference) {
+  manual_seed(2);
+  for (const auto& c : cases()) {
+    for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+      for (const auto& [sa, sb] : kPairs) {
+        for (Layout la : all_layouts()) {
+          Tensor a = make_input(sa, la, dt, 2.0);
+          Tensor b = make_input(sb, la == Layout::Transposed ? Layout::Strided : Layout::Contiguous, dt, 2.0);
+          if (c.positive_rhs) b = (abs(b) + 0.5).to(dt);
+          Tensor y = c.op(a, b);
+          const Shape out = broadcast_shapes(sa, sb);
+          ASSERT_EQ(y.sizes(), out) << c.name;
+          ASSERT_EQ(y.dtype(), dt) << c.name;
+          std::vector<double> want;
+          for (int64_t i = 0; i < shape_numel(out); ++i) {
+            const auto idx = unravel(i, out);
+            want.push_back(round_to(dt, c.ref(at_broadcast(a, idx), at_broadcast(b, idx))));
+          }
+          const Tol t = tol_for(dt);
+          expect_close(y, want, t.rtol, t.atol, std::string(c.name) + " " + dtype_name(dt) + " " + layout_name(la));
+        }
+      }
+    }
+  }
+}
+
+TEST(Binary, IntegerDTypes) {
+  for (const auto& c : cases()) {
+    if (!c.int_ok) continue;
+    for (DType dt : {kInt32, kInt64, kInt16, kUInt8}) {
+      Tensor a = randint(0, 50, {3, 11}, dt);
+      Tensor b = randint(1, 9, {11}, dt);
+      Tensor y = c.op(a, b);
+      ASSERT_EQ(y.dtype(), dt) << c.name;
+      std::vector<double> want;
+      for (int64_t i = 0; i < 33; ++i) {
+        const auto idx = unravel(i, {3, 11});
+        double r = c.ref(at_broadcast(a, idx), at_broadcast(b, idx));
+        if (dt == kUInt8) r = static_cast<double>(static_cast<uint8_t>(static_cast<int64_t>(r)));
+        want.push_back(r);
+      }
+      expect_close(y, want, 0, 0, std::string(c.name) + " " + dtype_name(dt));
+    }
+  }
+}
+
+TEST(Binary, TrueDivisionAndPowOfIntegers) {
+  Tensor a = tensor<int64_t>({7, -7, 9});
+  Tensor b = tensor<int64_t>({2, 2, 3});
+  Tensor q = div(a, b);
+  EXPECT_EQ(q.dtype(), kFloat32);
+  expect_close(q, {3.5, -3.5, 3}, 0, 0, "int / int");
+  expect_close(pow(a, b), {49, 49, 729}, 0, 0, "int pow");
+  expect_close(fmod(a, b), {1, -1, 0}, 0, 0, "int fmod keeps the dividend's sign");
+}
+
+TEST(Binary, TypePromotionWithScalarsAndZeroDim) {
+  Tensor i32 = tensor<int32_t>({1, 2});
+  EXPECT_EQ((i32 + 1).dtype(), kInt32);
+  EXPECT_EQ((i32 + 1.5).dtype(), kFloat32);
+  EXPECT_EQ((i32 * tensor<double>({2.0})).dtype(), kFloat64);
+  EXPECT_EQ((i32 + scalar_tensor(1, kInt64)).dtype(), kInt32);    // 0-dim of the same category
+  EXPECT_EQ((i32 + scalar_tensor(1.0, kFloat64)).dtype(), kFloat64);  // 0-dim of a higher category
+  Tensor f16 = ones({2}, kFloat16);
+  EXPECT_EQ((f16 + 2.5).dtype(), kFloat16);
+  EXPECT_EQ((f16 + ones({2}, kBFloat16)).dtype(), kFloat32);
+  EXPECT_EQ((ones({2}, kUInt8) + ones({2}, kInt8)).dtype(), kInt16);
+  EXPECT_EQ((ones({2}, kBool) + 1).dtype(), kInt64);
+}
+
+TEST(Binary, ComparisonsAndLogicalOps) {
+  manual_seed(3);
+  Tensor a = randint(0, 4, {6, 7}, kInt32);
+  Tensor b = randint(0, 4, {7}, kInt64);
+  const std::vector<std::pair<std::function<Tensor(const Tensor&, const Tensor&)>, std::function<bool(double, double)>>>
+      ops = {{[](auto& x, auto& y) { return eq(x, y); }, [](double x, double y) { return x == y; }},
+             {[](auto& x, auto& y) { return ne(x, y); }, [](double x, double y) { return x != y; }},
+             {[](auto& x, auto& y) { return lt(x, y); }, [](double x, double y) { return x < y; }},
+             {[](auto& x, auto& y) { return le(x, y); }, [](double x, double y) { return x <= y; }},
+             {[](auto& x, auto& y) { return gt(x, y); }, [](double x, double y) { return x > y; }},
+             {[](auto& x, auto& y) { return ge(x, y); }, [](double x, double y) { return x >= y; }},
+             {[](auto& x, auto& y) { return logical_and(x, y); }, [](double x, double y) { return x && y; }},
+             {[](auto& x, auto& y) { return logical_or(x, y); }, [](double x, double y) { return x || y; }},
+             {[](auto& x, auto& y) { return logical_xor(x, y); }, [](double x, double y) { return bool(x) != bool(y); }}};
+  for (const auto& [op, ref] : ops) {
+    for (const Tensor& lhs : {a, a.to(kFloat32).t().contiguous().t(), a.to(kBFloat16)}) {
+      Tensor y = op(lhs, b);
+      ASSERT_EQ(y.dtype(), kBool);
+      std::vector<double> want;
+      for (int64_t i = 0; i < 42; ++i) {
+        const auto idx = unravel(i, {6, 7});
+        want.push_back(ref(at_broadcast(lhs, idx), at_broadcast(b, idx)));
+      }
+      expect_close(y, want, 0, 0, "comparison");
+    }
+  }
+  expect_close(logical_not(tensor<float>({0, 2, -1})), {1, 0, 0}, 0, 0, "logical_not");
+}
+
+TEST(Binary, WhereMaskedFillAndLerp) {
+  Tensor cond = tensor<bool>({true, false, true});
+  Tensor a = tensor<float>({1, 2, 3});
+  Tensor b = tensor<int64_t>({10}, {1});
+  Tensor w = where(cond, a, b);
+  EXPECT_EQ(w.dtype(), kFloat32);
+  expect_close(w, {1, 10, 3}, 0, 0, "where");
+  Tensor m = masked_fill(ones({2, 3}), tensor<bool>({false, true, false}), -5);
+  expect_close(m, {1, -5, 1, 1, -5, 1}, 0, 0, "masked_fill broadcasts the mask");
+  expect_close(lerp(a, tensor<float>({3, 2, 1}), 0.25), {1.5, 2, 2.5}, 1e-7, 0, "lerp");
+}
+
+TEST(Binary, InPlaceAndOutForms) {
+  Tensor a = tensor<float>({1, 2, 3, 4}, {2, 2});
+  a.add_(tensor<float>({10, 20}));
+  expect_close(a, {11, 22, 13, 24}, 0, 0, "add_ broadcasts the other operand");
+  a.mul_(2).sub_(ones({2, 2}), 3);
+  expect_close(a, {19, 41, 23, 45}, 0, 0, "mul_ then sub_ with alpha");
+  Tensor out = empty({2, 2}, kFloat64);
+  add_out(out, a, a);
+  EXPECT_EQ(out.dtype(), kFloat64);
+  expect_close(out, {38, 82, 46, 90}, 0, 0, "add_out into float64");
+  // Aliasing: a += a.t() must read a before writing it.
+  Tensor s = tensor<float>({1, 2, 3, 4}, {2, 2});
+  s.add_(s.t());
+  expect_close(s, {2, 5, 5, 8}, 0, 0, "add_ with an overlapping transposed operand");
+  Tensor i = tensor<int64_t>({1, 2});
+  expect_error([&] { i.div_(2); }, {"[div]", "float32", "int64"});
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,117 @@
+// Joining, splitting, indexing, sorting and sampling ops against references.
+#include <algorithm>
+#include <numeric>
+
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+TEST(Index, CatStackSplitChunk) {
+  Tensor a = arange(6, kFloat32).view({2, 3}), b = arange(6, 10, 1, kInt32).view({2, 2});
+  Tensor c = cat({a, b}, 1);
+  EXPECT_EQ(c.dtype(), kFloat32);
+  expect_close(c, {0, 1, 2, 6, 7, 3, 4, 5, 8, 9}, 0, 0, "cat dim 1 with promotion");
+  expect_close(cat({a.t(), a.t()}, 0).select(1, 1), {3, 4, 5, 3, 4, 5}, 0, 0, "cat of transposed inputs");
+  EXPECT_EQ(cat({zeros({0}), a}).sizes(), Shape({2, 3}));  // legacy empty input skipped
+  Tensor s = stack({a, a * 2}, 1);
+  EXPECT_EQ(s.sizes(), Shape({2, 2, 3}));
+  expect_close(s.select(1, 1).select(0, 1), {6, 8, 10}, 0, 0, "stack");
+  auto parts = split(arange(7), 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].numel(), 1);
+  auto sized = split(arange(7), Shape{2, 5});
+  expect_close(sized[1], {2, 3, 4, 5, 6}, 0, 0, "split by sizes");
+  auto ch = chunk(arange(10), 3);
+  ASSERT_EQ(ch.size(), 3u);
+  EXPECT_EQ(ch[0].numel(), 4);
+  EXPECT_EQ(ch[2].numel(), 2);
+  EXPECT_EQ(ch[0].impl()->storage, ch[1].impl()->storage);
+}
+
+TEST(Index, GatherScatterIndexSelect) {
+  Tensor x = arange(12, kFloat32).view({3, 4});
+  Tensor idx = tensor<int64_t>({3, 0, 1, 1, 2, 2}, {3, 2});
+  expect_close(gather(x, 1, idx), {3, 0, 5, 5, 10, 10}, 0, 0, "gather dim 1");
+  Tensor idx0 = tensor<int64_t>({2, 0, 1, 0}, {1, 4});
+  expect_close(gather(x, 0, idx0), {8, 1, 6, 3}, 0, 0, "gather dim 0");
+  expect_close(gather(x.t(), 0, tensor<int64_t>({1, 2}, {1, 2})), {1, 6}, 0, 0, "gather from a transpose");
+  Tensor src = ones({3, 2});
+  expect_close(scatter(zeros({3, 4}), 1, idx, src), {1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0}, 0, 0, "scatter");
+  expect_close(scatter_add(zeros({3, 4}), 1, idx, src), {1, 0, 0, 1, 0, 2, 0, 0, 0, 0, 2, 0}, 0, 0, "scatter_add");
+  expect_close(index_select(x, 0, tensor<int64_t>({2, 0})), {8, 9, 10, 11, 0, 1, 2, 3}, 0, 0, "index_select 0");
+  expect_close(index_select(x, 1, tensor<int32_t>({-1})), {3, 7, 11}, 0, 0, "index_select negative index");
+  expect_error([&] { gather(x, 1, tensor<int64_t>({4}, {1, 1})); }, {"[gather]", "index 4", "size 4"});
+  expect_error([&] { index_select(x, 0, tensor<int64_t>({3})); }, {"[index_select]", "index 3", "size 3"});
+  expect_error([&] { scatter(x, 0, tensor<int64_t>({-4}, {1, 1}), ones({1, 1})); }, {"[scatter]", "index -4"});
+}
+
+TEST(Index, EmbeddingAndOneHot) {
+  Tensor w = arange(12, kFloat32).view({4, 3});
+  Tensor e = embedding(w, tensor<int64_t>({3, 0, 3, 1}, {2, 2}));
+  EXPECT_EQ(e.sizes(), Shape({2, 2, 3}));
+  expect_close(e.select(0, 0), {9, 10, 11, 0, 1, 2}, 0, 0, "embedding");
+  expect_error([&] { embedding(w, tensor<int64_t>({4})); }, {"[embedding]", "index 4", "size 4"});
+  Tensor oh = one_hot(tensor<int64_t>({0, 2}));
+  EXPECT_EQ(oh.sizes(), Shape({2, 3}));
+  expect_close(oh, {1, 0, 0, 0, 0, 1}, 0, 0, "one_hot");
+  expect_error([&] { one_hot(tensor<int64_t>({5}), 3); }, {"[one_hot]", "5"});
+}
+
+TEST(Index, TrilTriu) {
+  Tensor x = ones({2, 3, 3});
+  expect_close(tril(x).select(0, 1), {1, 0, 0, 1, 1, 0, 1, 1, 1}, 0, 0, "tril");
+  expect_close(triu(x, 1).select(0, 0), {0, 1, 1, 0, 0, 1, 0, 0, 0}, 0, 0, "triu k=1");
+  expect_close(tril(ones({2, 4}).t(), -1), {0, 0, 1, 0, 1, 1, 1, 1}, 0, 0, "tril of a transpose");
+}
+
+TEST(Index, SortTopkArgsort) {
+  manual_seed(12);
+  for (Layout l : all_layouts()) {
+    Tensor x = make_input({5, 9}, l, kFloat32);
+    for (bool desc : {false, true}) {
+      auto [v, i] = sort(x, 1, desc);
+      const auto xv = values(x), vv = values(v), iv = values(i);
+      for (int64_t r = 0; r < 5; ++r) {
+        std::vector<double> row(xv.begin() + r * 9, xv.begin() + r * 9 + 9);
+        std::vector<double> want = row;
+        std::stable_sort(want.begin(), want.end(), [&](double a, double b) { return desc ? a > b : a < b; });
+        for (int64_t k = 0; k < 9; ++k) {
+          EXPECT_EQ(vv[r * 9 + k], want[k]);
+          EXPECT_EQ(row[static_cast<size_t>(iv[r * 9 + k])], vv[r * 9 + k]);
+        }
+      }
+    }
+    auto [tv, ti] = topk(x, 3, 0);
+    EXPECT_EQ(tv.sizes(), Shape({3, 9}));
+    auto [sv, si] = sort(x, 0, true);
+    expect_close(tv, values(sv.slice(0, 0, 3)), 0, 0, "topk = head of a descending sort");
+    auto [bv, bi] = topk(x, 2, 1, false);
+    auto [av, ai] = sort(x, 1);
+    expect_close(bv, values(av.slice(1, 0, 2)), 0, 0, "topk smallest");
+  }
+  Tensor t = tensor<float>({3, NAN, 1, 2});
+  expect_close(std::get<0>(sort(t)), {1, 2, 3, NAN}, 0, 0, "NaN sorts last");
+  expect_close(argsort(tensor<int64_t>({2, 2, 1})), {2, 0, 1}, 0, 0, "argsort is stable");
+}
+
+TEST(Index, MultinomialFollowsTheWeights) {
+  manual_seed(13);
+  Tensor p = tensor<float>({0.0f, 1.0f, 3.0f});
+  Tensor draws = multinomial(p, 8000, true);
+  const auto v = values(draws);
+  const double twos = std::count(v.begin(), v.end(), 2.0), zeros_ = std::count(v.begin(), v.end(), 0.0);
+  EXPECT_EQ(zeros_, 0);
+  EXPECT_NEAR(twos / 8000, 0.75, 0.02);
+  Tensor perm = multinomial(ones({2, 5}), 5, false);
+  for (int64_t r = 0; r < 2; ++r) {
+    auto row = values(perm.select(0, r));
+    std::sort(row.begin(), row.end());
+    EXPECT_EQ(row, std::vector<double>({0, 1, 2, 3, 4}));
+  }
+  expect_error([&] { multinomial(p, 3, false); }, {"[multinomial]", "without replacement"});
+  expect_error([&] { multinomial(tensor<float>({-1.0f, 1.0f}), 1); }, {"[multinomial]", "non-negative"});
+}
+
+}  // namespace
+}  // namespace kiln::test
