@@ -201,7 +201,17 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   Device dev = inputs.empty() ? Device::CPU : inputs[0].device();
   KernelFn kernel = op.kernels[static_cast<int>(dev)];
   check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", device_name(dev));
-  kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
+  {
+    // Ops a kernel calls internally (a dtype conversion, a temporary) are
+    // implementation details: they run directly, never seen by modes.
+    struct HideModes {
+      ModeStack& st;
+      size_t saved;
+      ~HideModes() { st.active = saved; }
+    } hide{mode_stack, mode_stack.active};
+    mode_stack.active = 0;
+    kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
+  }
   for (auto& [dst, tmp] : copy_back) {
     dst.copy_(tmp);
   }

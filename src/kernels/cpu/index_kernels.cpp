@@ -1,6 +1,7 @@
 // Indexing and joining kernels. Every index is bounds-checked here, where it
 // is read: an out-of-range index is a kiln::Error, never a stray read.
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/kernels.h"
@@ -109,25 +110,60 @@ void scatter_kernel(const OpCall& c) {
   });
 }
 
-// out = x.index_select(dim, index): whole slices copied.
+// out = x.index_select(dim, index). x is viewed as (outer, size, inner):
+// each selected slice of `inner` elements is one memcpy when x and out are
+// contiguous, a strided loop otherwise.
 void index_select_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& index = c.inputs[1];
   const Tensor& out = c.outputs[0];
   const int64_t dim = c.attrs.get_int("dim");
-  Tensor idx = index.reshape({-1}).to(kInt64).contiguous();
-  const int64_t* ip = idx.data_ptr<int64_t>();
-  const int64_t n = idx.numel(), size = x.size(dim);
-  for (int64_t i = 0; i < n; ++i) checked_index(ip[i], size, c.attrs.has("op") ? "embedding" : "index_select");
-  parallel_for(0, n, std::max<int64_t>(1, kGrain / std::max<int64_t>(x.numel() / std::max<int64_t>(size, 1), 1)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t i = b; i < e; ++i) {
-                   const int64_t src = ip[i] < 0 ? ip[i] + size : ip[i];
-                   Tensor ins[] = {x.select(dim, src)};
-                   Tensor outs[] = {out.select(dim, i)};
-                   copy_kernel(OpCall{ins, c.attrs, outs});
-                 }
-               });
+  const char* op = c.attrs.has("op") ? "embedding" : "index_select";
+  const int64_t size = x.size(dim), n = index.numel();
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  visit_index(index, op, [&](auto itag) {
+    using I = decltype(itag);
+    const Tensor flat = index.reshape({-1});
+    const I* ip = flat.data_ptr<I>();
+    const int64_t st = flat.stride(0);
+    for (int64_t i = 0; i < n; ++i) idx[i] = checked_index(static_cast<int64_t>(ip[i * st]), size, op);
+  });
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const size_t es = x.element_size();
+  const bool fast = x.is_contiguous() && out.is_contiguous();
+  const char* xp = static_cast<const char*>(x.raw_data());
+  char* outp = static_cast<char*>(out.raw_data());
+  parallel_for(0, outer * n, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t o = r / n, i = r % n;
+      if (fast) {
+        std::memcpy(outp + static_cast<size_t>(r * inner) * es, xp + static_cast<size_t>((o * size + idx[i]) * inner) * es,
+                    static_cast<size_t>(inner) * es);
+        continue;
+      }
+      // Strided: walk the inner multi-index of both tensors.
+      for (int64_t k = 0; k < inner; ++k) {
+        int64_t xo = 0, oo = 0, rem_o = o, rem_k = k;
+        for (int64_t d = x.dim() - 1; d >= 0; --d) {
+          if (d == dim) {
+            xo += idx[i] * x.stride(d);
+            oo += i * out.stride(d);
+          } else if (d > dim) {
+            const int64_t v = rem_k % x.size(d);
+            rem_k /= x.size(d);
+            xo += v * x.stride(d), oo += v * out.stride(d);
+          } else {
+            const int64_t v = rem_o % x.size(d);
+            rem_o /= x.size(d);
+            xo += v * x.stride(d), oo += v * out.stride(d);
+          }
+        }
+        std::memcpy(outp + static_cast<size_t>(oo) * es, xp + static_cast<size_t>(xo) * es, es);
+      }
+    }
+  });
 }
 
 void embedding_kernel(const OpCall& c) {

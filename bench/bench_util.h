@@ -1,0 +1,44 @@
+// Shared pieces of the benchmark programs: timing, the JSON-lines report
+// format, and the machine baselines (memory copy bandwidth, direct sgemm).
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+namespace kiln::bench {
+
+// Best-of-n wall time of fn in seconds, after one warm-up call.
+inline double time_best(const std::function<void()>& fn, int n = 5) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// One result line. `higher_is_better` decides the ratio's direction so that
+// ratio > 1 always means kiln is better.
+struct Reporter {
+  bool json = false;
+  void report(const std::string& bench, const std::string& cas, const std::string& unit, double kiln,
+              const std::string& baseline, double baseline_value, bool higher_is_better = true) const {
+    const double ratio = higher_is_better ? kiln / baseline_value : baseline_value / kiln;
+    if (json) {
+      std::printf(
+          "{\"bench\":\"%s\",\"case\":\"%s\",\"unit\":\"%s\",\"kiln\":%.4g,\"baseline\":\"%s\","
+          "\"baseline_value\":%.4g,\"ratio\":%.3f}\n",
+          bench.c_str(), cas.c_str(), unit.c_str(), kiln, baseline.c_str(), baseline_value, ratio);
+    } else {
+      std::printf("%-10s %-26s kiln %10.3f %-8s  %-14s %10.3f  ratio %.3f\n", bench.c_str(), cas.c_str(), kiln,
+                  unit.c_str(), baseline.c_str(), baseline_value, ratio);
+    }
+    std::fflush(stdout);
+  }
+};
+
+}  // namespace kiln::bench

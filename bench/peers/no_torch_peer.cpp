@@ -1,0 +1,9 @@
+// Built when libtorch is not installed: the peer comparisons are skipped.
+#include "peers/peer.h"
+
+namespace kiln::bench::peer {
+
+std::optional<double> layer_norm_seconds(long, long, int) { return std::nullopt; }
+std::optional<double> softmax_seconds(long, long, int) { return std::nullopt; }
+
+}  // namespace kiln::bench::peer

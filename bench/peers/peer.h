@@ -1,0 +1,13 @@
+// The libtorch 1.13 peer: the same ops run through PyTorch's C++ library.
+// Built from torch_peer.cpp when CMake finds Torch, else no_torch_peer.cpp.
+#pragma once
+#include <optional>
+
+namespace kiln::bench::peer {
+
+// Best-of-n seconds for the op on random float32 input of the given shape,
+// with `threads` intra-op threads; nullopt when libtorch is not built in.
+std::optional<double> layer_norm_seconds(long rows, long cols, int threads);
+std::optional<double> softmax_seconds(long rows, long cols, int threads);
+
+}  // namespace kiln::bench::peer

@@ -1,0 +1,26 @@
+// libtorch 1.13 timings for the peer comparisons of kiln-bench-ops.
+#include <torch/torch.h>
+
+#include "bench_util.h"
+#include "peers/peer.h"
+
+namespace kiln::bench::peer {
+
+std::optional<double> layer_norm_seconds(long rows, long cols, int threads) {
+  torch::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({rows, cols});
+  auto w = torch::randn({cols}), b = torch::randn({cols});
+  torch::Tensor y;
+  return time_best([&] { y = torch::layer_norm(x, {cols}, w, b, 1e-5); });
+}
+
+std::optional<double> softmax_seconds(long rows, long cols, int threads) {
+  torch::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({rows, cols});
+  torch::Tensor y;
+  return time_best([&] { y = torch::softmax(x, -1); });
+}
+
+}  // namespace kiln::bench::peer
