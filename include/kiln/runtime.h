@@ -1,6 +1,7 @@
 // Process-wide runtime settings: threads, CPU capability, random seed, and
 // what `kiln info` reports.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -48,6 +49,11 @@ class Generator {
   uint64_t offset_ = 0;
 };
 Generator& default_generator();
+
+// ---- memory: freed blocks of 256 KiB or more are cached for reuse
+// (KILN_ALLOCATOR_CACHE_MB, default 1024); this returns them to the system.
+void empty_cache();
+size_t allocator_cached_bytes();
 
 // ---- build and machine facts
 std::string version();

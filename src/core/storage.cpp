@@ -1,6 +1,8 @@
-// Storage allocation (64-byte aligned, so SIMD loads never split a cache
-// line at the start of a tensor) and TensorImpl helpers.
-#include <cstdlib>
+// Storage (memory from core/allocator.h: 64-byte aligned, so SIMD loads never
+// split a cache line at the start of a tensor) and TensorImpl helpers.
+#include <algorithm>
+
+#include "core/allocator.h"
 
 #include "kiln/error.h"
 #include "kiln/tensor_impl.h"
@@ -9,12 +11,8 @@ namespace kiln {
 
 const char* device_name(Device) { return "cpu"; }
 
-StorageImpl::StorageImpl(size_t nbytes) : nbytes_(nbytes) {
-  // aligned_alloc needs a size that is a multiple of the alignment.
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data_) fail("empty", "out of memory allocating ", nbytes, " bytes");
-  deleter_ = [](void* p) { std::free(p); };
+StorageImpl::StorageImpl(size_t nbytes) : data_(core::allocate(nbytes)), nbytes_(nbytes) {
+  deleter_ = [nbytes](void* p) { core::deallocate(p, nbytes); };
 }
 
 StorageImpl::StorageImpl(void* data, size_t nbytes, std::function<void(void*)> deleter)

@@ -76,6 +76,26 @@ TEST(Runtime, DistributionsHaveTheRightMoments) {
   EXPECT_LT(amax(h).item<float>(), 1.0f);
 }
 
+TEST(Runtime, LargeBlocksAreCachedAndReleased) {
+  empty_cache();
+  EXPECT_EQ(allocator_cached_bytes(), 0u);
+  void* first;
+  {
+    Tensor t = empty({1 << 20});  // 4 MiB
+    first = t.raw_data();
+  }
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_GE(allocator_cached_bytes(), size_t{4} << 20);
+  Tensor again = empty({(1 << 20) - 100});  // same size class: the cached block comes back
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(allocator_cached_bytes(), 0u);
+#endif
+  Tensor small = ones({10});  // small blocks bypass the cache
+  EXPECT_EQ(allocator_cached_bytes(), 0u);
+  empty_cache();
+  EXPECT_EQ(allocator_cached_bytes(), 0u);
+}
+
 TEST(Runtime, InfoStrings) {
   EXPECT_FALSE(version().empty());
   EXPECT_NE(blas_info().find("OpenBLAS"), std::string::npos);
