@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace kiln::bench {
 
@@ -19,6 +20,19 @@ inline double time_best(const std::function<void()>& fn, int n = 5) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+// Best-of-n times of a and b, run alternately so both see the same machine
+// state (this host's bandwidth drifts by 20% from one second to the next).
+inline std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b,
+                                           int n = 7) {
+  a(), b();
+  double ba = 1e30, bb = 1e30;
+  for (int i = 0; i < n; ++i) {
+    ba = std::min(ba, time_best(a, 1));
+    bb = std::min(bb, time_best(b, 1));
+  }
+  return {ba, bb};
 }
 
 // One result line. `higher_is_better` decides the ratio's direction so that

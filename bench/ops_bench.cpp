@@ -18,26 +18,17 @@ namespace {
 
 constexpr int64_t kN = 16 << 20;  // 16M float32 elements = 64 MiB
 
-// Bytes read + written per second by a parallel memcpy of n floats.
-double copy_bandwidth(const float* src, float* dst, int64_t n) {
-  const double s = time_best([&] {
-    parallel_for(0, n, 1 << 18, [&](int64_t b, int64_t e) {
-      std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
-    });
+// A parallel memcpy of n floats: the machine's copy bandwidth baseline.
+void parallel_copy(const float* src, float* dst, int64_t n) {
+  parallel_for(0, n, 1 << 18, [&](int64_t b, int64_t e) {
+    std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
   });
-  return 2.0 * n * sizeof(float) / s;
 }
 
-double sgemm_gflops(int64_t n) {
-  Tensor a = randn({n, n}), b = randn({n, n}), c = empty({n, n});
-  const int in = static_cast<int>(n);
-  const double s = time_best(
-      [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, in, in, in, 1.0f, a.data_ptr<float>(), in,
-                    b.data_ptr<float>(), in, 0.0f, c.data_ptr<float>(), in);
-      },
-      3);
-  return 2.0 * n * n * n / s / 1e9;
+void sgemm_direct(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const int n = static_cast<int>(a.size(0));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(),
+              n, 0.0f, c.data_ptr<float>(), n);
 }
 
 }  // namespace
@@ -49,26 +40,28 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   manual_seed(0);
 
-  Tensor x = randn({kN}), y = randn({kN}), out = empty({kN});
-  const double bw = copy_bandwidth(x.data_ptr<float>(), out.data_ptr<float>(), kN) / 1e9;
+  Tensor x = randn({kN}), y = randn({kN}), out = empty({kN}), copy_dst = empty({kN});
   const double bytes = static_cast<double>(kN) * sizeof(float);
-
-  const double t_add = time_best([&] { add_out(out, x, y); });
-  rep.report("ops", "add_16M_f32", "GB/s", 3 * bytes / t_add / 1e9, "copy_bandwidth", bw);
-  const double t_mul = time_best([&] { mul_out(out, x, y); });
-  rep.report("ops", "mul_16M_f32", "GB/s", 3 * bytes / t_mul / 1e9, "copy_bandwidth", bw);
+  auto copy = [&] { parallel_copy(x.data_ptr<float>(), copy_dst.data_ptr<float>(), kN); };
+  // Bandwidth cases: bytes read + written per second, kiln op vs memcpy.
+  auto bandwidth_case = [&](const char* name, double moved, const std::function<void()>& op) {
+    auto [t_op, t_copy] = kiln::bench::time_pair(op, copy);
+    rep.report("ops", name, "GB/s", moved / t_op / 1e9, "copy_bandwidth", 2 * bytes / t_copy / 1e9);
+  };
+  bandwidth_case("add_16M_f32", 3 * bytes, [&] { add_out(out, x, y); });
+  bandwidth_case("mul_16M_f32", 3 * bytes, [&] { mul_out(out, x, y); });
   Tensor s;
-  const double t_sum = time_best([&] { s = sum(x); });
-  rep.report("ops", "sum_16M_f32", "GB/s", bytes / t_sum / 1e9, "copy_bandwidth", bw);
+  bandwidth_case("sum_16M_f32", bytes, [&] { s = sum(x); });
   Tensor xs = x.view({kN / 1024, 1024}), sm;
-  const double t_sm = time_best([&] { sm = softmax(xs, -1); });
-  rep.report("ops", "softmax_16M_f32_rows1024", "GB/s", 2 * bytes / t_sm / 1e9, "copy_bandwidth", bw);
+  bandwidth_case("softmax_16M_f32_rows1024", 2 * bytes, [&] { sm = softmax(xs, -1); });
 
   for (int64_t n : {512, 1024, 2048}) {
-    Tensor a = randn({n, n}), b = randn({n, n}), c = empty({n, n});
-    const double t = time_best([&] { matmul_out(c, a, b); }, 3);
-    rep.report("ops", "matmul_" + std::to_string(n) + "_f32", "GFLOP/s", 2.0 * n * n * n / t / 1e9,
-               "sgemm_direct", sgemm_gflops(n));
+    Tensor a = randn({n, n}), b = randn({n, n}), c = empty({n, n}), c2 = empty({n, n});
+    auto [t_kiln, t_blas] =
+        kiln::bench::time_pair([&] { matmul_out(c, a, b); }, [&] { sgemm_direct(a, b, c2); }, 5);
+    const double flop = 2.0 * n * n * n;
+    rep.report("ops", "matmul_" + std::to_string(n) + "_f32", "GFLOP/s", flop / t_kiln / 1e9, "sgemm_direct",
+               flop / t_blas / 1e9);
   }
 
   const int64_t rows = 8192, cols = 1024;
