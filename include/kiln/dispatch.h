@@ -105,6 +105,10 @@ class DispatchMode {
                                     std::span<const Tensor> out) = 0;
 };
 
+// A process-wide mode consulted below every thread's own modes (autograd
+// installs itself here). While its on_op runs it is hidden on that thread.
+void set_global_mode(DispatchMode* mode);
+
 // Pushes a mode for its scope. Modes nest; the innermost sees ops first.
 class ModeGuard {
  public:

@@ -106,6 +106,20 @@ class Tensor {
 
   std::string to_string() const;
 
+  // Autograd (src/autograd/). A tensor records history when it requires grad
+  // and grad mode is on; backward() accumulates into the .grad of leaves.
+  bool requires_grad() const;
+  const Tensor& requires_grad_(bool enabled = true) const;
+  Tensor grad() const;  // undefined until a backward pass reaches this leaf
+  void set_grad(const Tensor& g) const;
+  bool is_leaf() const;
+  std::string grad_fn_name() const;  // "" for leaves
+  // gradient may be omitted for a one-element tensor (it is 1 then).
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // hook(grad) runs when this tensor's gradient is computed and may return a
+  // replacement (or an undefined tensor to keep it).
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+
  private:
   TensorImpl* checked() const {
     check(impl_ != nullptr, "Tensor", "used an undefined tensor");

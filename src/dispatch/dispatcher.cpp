@@ -8,6 +8,7 @@
 #include "kiln/dispatch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,8 +69,22 @@ Registry& registry() {
 struct ModeStack {
   std::vector<DispatchMode*> modes;
   size_t active = 0;
+  bool global_visible = true;
 };
 thread_local ModeStack mode_stack;
+std::atomic<DispatchMode*> global_mode{nullptr};
+
+// Restores the mode stack's visibility when a mode's on_op or a kernel ends.
+struct Visibility {
+  ModeStack& st;
+  size_t active;
+  bool global_visible;
+  explicit Visibility(ModeStack& s) : st(s), active(s.active), global_visible(s.global_visible) {}
+  ~Visibility() {
+    st.active = active;
+    st.global_visible = global_visible;
+  }
+};
 
 bool same_layout(const Tensor& a, const Tensor& b) {
   return a.raw_data() == b.raw_data() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
@@ -111,6 +126,8 @@ std::vector<const OpDef*> all_ops() {
 
 // ---- modes
 
+void set_global_mode(DispatchMode* mode) { global_mode.store(mode, std::memory_order_release); }
+
 ModeGuard::ModeGuard(DispatchMode* mode) {
   mode_stack.modes.push_back(mode);
   mode_stack.active = mode_stack.modes.size();
@@ -126,13 +143,16 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs, co
   ModeStack& st = mode_stack;
   if (st.active > 0) {
     DispatchMode* mode = st.modes[st.active - 1];
-    struct Lower {
-      ModeStack& st;
-      size_t saved;
-      ~Lower() { st.active = saved; }
-    } lower{st, st.active};
+    Visibility restore(st);
     --st.active;
     return mode->on_op(op, inputs, attrs, out);
+  }
+  if (st.global_visible) {
+    if (DispatchMode* g = global_mode.load(std::memory_order_acquire)) {
+      Visibility restore(st);
+      st.global_visible = false;
+      return g->on_op(op, inputs, attrs, out);
+    }
   }
   return run_kernel(op, inputs, attrs, out);
 }
@@ -204,12 +224,9 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   {
     // Ops a kernel calls internally (a dtype conversion, a temporary) are
     // implementation details: they run directly, never seen by modes.
-    struct HideModes {
-      ModeStack& st;
-      size_t saved;
-      ~HideModes() { st.active = saved; }
-    } hide{mode_stack, mode_stack.active};
+    Visibility restore(mode_stack);
     mode_stack.active = 0;
+    mode_stack.global_visible = false;
     kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
   }
   for (auto& [dst, tmp] : copy_back) {

@@ -1,0 +1,61 @@
+// Autograd: grad mode guards, the functional grad() and gradcheck. The
+// recording itself is a dispatcher mode (src/autograd/mode.cpp): ops know
+// nothing about it. Backward formulas are registered per op name
+// (src/autograd/formulas_*.cpp), written with ordinary ops.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+bool is_grad_enabled();
+void set_grad_enabled(bool enabled);
+
+// Scoped: no history is recorded inside (PyTorch's torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(is_grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : prev_(is_grad_enabled()) { set_grad_enabled(true); }
+  ~EnableGradGuard() { set_grad_enabled(prev_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+namespace autograd {
+
+// Gradients of sum(outputs[i] * grad_outputs[i]) with respect to inputs,
+// returned instead of accumulated into .grad. An input the outputs do not
+// depend on gets an undefined tensor when allow_unused, else an error.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+};
+
+// Compares analytical gradients of fn (float64 inputs that require grad)
+// with central differences, for every output element and input element.
+// Throws kiln::Error describing the first mismatch; returns true otherwise.
+bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+               const std::vector<Tensor>& inputs, GradcheckOptions options = {});
+
+}  // namespace autograd
+}  // namespace kiln

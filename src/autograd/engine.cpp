@@ -1,0 +1,232 @@
+// The backward pass: walks the graph from the roots in dependency order,
+// summing the gradients that reach each node, and accumulates into leaves.
+// Also the Tensor methods of autograd and autograd::grad.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/graph.h"
+#include "kiln/error.h"
+#include "kiln/ops.h"
+
+namespace kiln {
+namespace autograd {
+namespace {
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Tensor without history sharing t's storage and version counter.
+Tensor alias_without_history(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd.reset();
+  impl->wrapped_number = false;
+  return Tensor(std::move(impl));
+}
+
+// Accumulates into a leaf's .grad (after the leaf's hooks), or into a
+// capture slot when autograd::grad asked for that leaf.
+struct AccumulateGrad final : Node {
+  std::weak_ptr<TensorImpl> leaf;
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    auto impl = leaf.lock();
+    if (!impl) return {};
+    Tensor g = grads[0];
+    AutogradMeta& m = *impl->autograd;
+    for (auto& hook : m.hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+    if (!m.grad.defined()) m.grad = g.clone();
+    else m.grad.add_(g);
+    return {};
+  }
+};
+
+// The graph-walking core: grads flow from (root node, output_nr) pairs. When
+// `capture` is non-empty, gradients arriving at those edges are stored there
+// instead of being passed on (autograd::grad), and leaves are left alone.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
+                  const std::vector<Edge>* capture, std::vector<Tensor>* captured) {
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::vector<std::shared_ptr<Node>> stack, all;
+  std::unordered_set<Node*> seen;
+
+  auto add_grad = [&](Node* n, uint32_t slot, const Tensor& g) {
+    auto& buf = buffers[n];
+    if (buf.size() < n->output_meta.size()) buf.resize(std::max<size_t>(n->output_meta.size(), 1));
+    if (buf.size() <= slot) buf.resize(slot + 1);
+    buf[slot] = buf[slot].defined() ? add(buf[slot], g) : g;
+  };
+
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    check(r.requires_grad(), "backward", "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    std::shared_ptr<Node> fn = r.impl()->autograd->grad_fn ? r.impl()->autograd->grad_fn : grad_accumulator(r);
+    if (seen.insert(fn.get()).second) stack.push_back(fn), all.push_back(fn);
+  }
+  // Count, for every reachable node, how many edges point at it.
+  for (size_t i = 0; i < all.size(); ++i)
+    for (const Edge& e : all[i]->next_edges) {
+      if (!e.fn) continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) all.push_back(e.fn);
+    }
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const AutogradMeta& m = *roots[i].impl()->autograd;
+    Node* fn = m.grad_fn ? m.grad_fn.get() : grad_accumulator(roots[i]).get();
+    add_grad(fn, m.grad_fn ? m.output_nr : 0, root_grads[i]);
+  }
+  std::vector<std::shared_ptr<Node>> ready;
+  for (auto& n : stack)
+    if (deps[n.get()] == 0) ready.push_back(n);
+  while (!ready.empty()) {
+    std::shared_ptr<Node> n = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(buffers[n.get()]);
+    buffers.erase(n.get());
+    grads.resize(std::max<size_t>(n->output_meta.size(), grads.size()));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined() && i < n->output_meta.size())
+        grads[i] = zeros(n->output_meta[i].sizes, n->output_meta[i].dtype);
+      if (i < n->output_hooks.size())
+        for (auto& hook : n->output_hooks[i]) {
+          Tensor r = hook(grads[i]);
+          if (r.defined()) grads[i] = r;
+        }
+    }
+    const bool is_leaf_node = n->next_edges.empty() && n->name() == "AccumulateGrad";
+    if (is_leaf_node && capture) continue;
+    std::vector<Tensor> gin = n->apply(std::move(grads));
+    if (!retain_graph) n->release_saved();
+    for (size_t k = 0; k < n->next_edges.size() && k < gin.size(); ++k) {
+      const Edge& e = n->next_edges[k];
+      if (!e.fn) continue;
+      bool captured_here = false;
+      if (capture)
+        for (size_t c = 0; c < capture->size(); ++c)
+          if ((*capture)[c].fn == e.fn && (*capture)[c].input_nr == e.input_nr && gin[k].defined()) {
+            (*captured)[c] = (*captured)[c].defined() ? add((*captured)[c], gin[k]) : gin[k];
+            captured_here = true;
+          }
+      if (gin[k].defined() && !captured_here) add_grad(e.fn.get(), e.input_nr, gin[k]);
+      if (--deps[e.fn.get()] == 0) ready.push_back(e.fn);
+    }
+  }
+}
+
+std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const std::vector<Tensor>& given) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (i < given.size() && given[i].defined()) {
+      check(given[i].sizes() == roots[i].sizes(), "backward", "gradient has shape ", shape_str(given[i].sizes()),
+            " but the output has shape ", shape_str(roots[i].sizes()));
+      out.push_back(given[i].to(roots[i].dtype()));
+    } else {
+      check(roots[i].numel() == 1, "backward", "grad can be implicitly created only for outputs with one element, ",
+            "but the output has shape ", shape_str(roots[i].sizes()));
+      out.push_back(ones(roots[i].sizes(), roots[i].dtype()));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor SavedTensor::unpack(const std::string& op) const {
+  if (!tensor.defined()) return tensor;
+  check(tensor.version() == version, "backward",
+        "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+        tensor.dtype(), " ", shape_str(tensor.sizes()), "] is at version ", tensor.version(), "; expected version ",
+        version, " instead (saved by ", op, ")");
+  return tensor;
+}
+
+SavedTensor save(const Tensor& t) { return SavedTensor{alias_without_history(t), t.version()}; }
+
+AutogradMeta& meta(const Tensor& t) {
+  if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
+  return *t.impl()->autograd;
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  AutogradMeta& m = meta(leaf);
+  if (!m.accumulator) {
+    auto acc = std::make_shared<AccumulateGrad>();
+    acc->leaf = leaf.impl_ptr();
+    acc->output_meta.emplace_back(leaf.sizes(), leaf.dtype());
+    m.accumulator = acc;
+  }
+  return m.accumulator;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.sizes() == shape) return g;
+  const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  Shape dims;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.size(d) != 1)) dims.push_back(d);
+  Tensor r = dims.empty() ? g : sum(g, dims, true);
+  return r.reshape(shape);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  std::vector<Edge> capture;
+  for (const Tensor& in : inputs) {
+    check(in.requires_grad(), "grad", "one of the inputs does not require grad");
+    const AutogradMeta& m = *in.impl()->autograd;
+    capture.push_back(m.grad_fn ? Edge{m.grad_fn, m.output_nr} : Edge{grad_accumulator(in), 0});
+  }
+  std::vector<Tensor> captured(inputs.size());
+  run_backward(outputs, default_root_grads(outputs, grad_outputs), retain_graph, &capture, &captured);
+  for (size_t i = 0; i < captured.size(); ++i)
+    check(allow_unused || captured[i].defined(), "grad",
+          "one of the differentiated tensors appears to not have been used in the graph; set allow_unused=true");
+  return captured;
+}
+
+}  // namespace autograd
+
+// ---- Tensor methods
+
+bool Tensor::requires_grad() const { return impl()->autograd && impl()->autograd->requires_grad; }
+
+const Tensor& Tensor::requires_grad_(bool r) const {
+  check(!r || is_floating(dtype()), "requires_grad_", "only floating point tensors can require gradients, got ",
+        dtype());
+  check(is_leaf() || r, "requires_grad_", "you can only change requires_grad flags of leaf variables");
+  autograd::meta(*this).requires_grad = r;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl()->autograd ? impl()->autograd->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& g) const { autograd::meta(*this).grad = g; }
+
+bool Tensor::is_leaf() const { return !impl()->autograd || !impl()->autograd->grad_fn; }
+
+std::string Tensor::grad_fn_name() const { return is_leaf() ? "" : impl()->autograd->grad_fn->name(); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::run_backward({*this}, autograd::default_root_grads({*this}, {gradient}), retain_graph, nullptr, nullptr);
+}
+
+void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  check(requires_grad(), "register_hook", "cannot register a hook on a tensor that doesn't require gradient");
+  AutogradMeta& m = *impl()->autograd;
+  if (!m.grad_fn) {
+    m.hooks.push_back(std::move(hook));
+    return;
+  }
+  auto& hooks = m.grad_fn->output_hooks;
+  if (hooks.size() <= m.output_nr) hooks.resize(m.output_nr + 1);
+  hooks[m.output_nr].push_back(std::move(hook));
+}
+
+}  // namespace kiln

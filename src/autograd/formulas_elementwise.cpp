@@ -1,0 +1,132 @@
+// Backward formulas of the elementwise ops, written with ordinary ops.
+// Each returns one gradient per input (undefined where none is needed);
+// broadcasting is undone with sum_to.
+#include <cmath>
+
+#include "autograd/graph.h"
+#include "kiln/ops.h"
+
+namespace kiln::autograd {
+namespace {
+
+using Grads = std::vector<Tensor>;
+using Ctx = BackwardContext;
+
+const Tensor& g0(const Ctx& c) { return c.grads[0]; }
+const Tensor& x0(const Ctx& c) { return c.inputs[0]; }
+const Tensor& y0(const Ctx& c) { return c.outputs[0]; }
+Tensor to_input(const Ctx& c, size_t i, const Tensor& g) { return sum_to(g, c.input_meta[i].sizes); }
+
+// A unary op's single input gradient.
+Grads unary(const Ctx&, const Tensor& gx) { return {gx}; }
+
+const struct Register {
+  Register() {
+    register_backward("neg", [](const Ctx& c) { return unary(c, neg(g0(c))); }, kSaveNone);
+    register_backward("abs", [](const Ctx& c) { return unary(c, g0(c) * sign(x0(c))); }, kSaveInputs);
+    register_backward("exp", [](const Ctx& c) { return unary(c, g0(c) * y0(c)); }, kSaveOutputs);
+    register_backward("expm1", [](const Ctx& c) { return unary(c, g0(c) * (y0(c) + 1)); }, kSaveOutputs);
+    register_backward("log", [](const Ctx& c) { return unary(c, g0(c) / x0(c)); }, kSaveInputs);
+    register_backward("log1p", [](const Ctx& c) { return unary(c, g0(c) / (x0(c) + 1)); }, kSaveInputs);
+    register_backward("sqrt", [](const Ctx& c) { return unary(c, g0(c) / (y0(c) * 2)); }, kSaveOutputs);
+    register_backward("rsqrt", [](const Ctx& c) { return unary(c, g0(c) * y0(c) * y0(c) * y0(c) * -0.5); },
+                      kSaveOutputs);
+    register_backward("reciprocal", [](const Ctx& c) { return unary(c, -g0(c) * y0(c) * y0(c)); }, kSaveOutputs);
+    register_backward("sin", [](const Ctx& c) { return unary(c, g0(c) * cos(x0(c))); }, kSaveInputs);
+    register_backward("cos", [](const Ctx& c) { return unary(c, -g0(c) * sin(x0(c))); }, kSaveInputs);
+    register_backward("tanh", [](const Ctx& c) { return unary(c, g0(c) * (1 - y0(c) * y0(c))); }, kSaveOutputs);
+    register_backward("sigmoid", [](const Ctx& c) { return unary(c, g0(c) * y0(c) * (1 - y0(c))); }, kSaveOutputs);
+    register_backward("relu", [](const Ctx& c) { return unary(c, g0(c) * (y0(c) > 0).to(y0(c).dtype())); },
+                      kSaveOutputs);
+    register_backward("gelu", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const Tensor cdf = (erf(x * M_SQRT1_2) + 1) * 0.5;
+      const Tensor pdf = exp(x * x * -0.5) * (1 / std::sqrt(2 * M_PI));
+      return unary(c, g0(c) * (cdf + x * pdf));
+    }, kSaveInputs);
+    register_backward("gelu_tanh", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const double k = std::sqrt(2 / M_PI);
+      const Tensor t = tanh((x + x * x * x * 0.044715) * k);
+      const Tensor dinner = (x * x * (3 * 0.044715) + 1) * k;
+      return unary(c, g0(c) * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner));
+    }, kSaveInputs);
+    register_backward("silu", [](const Ctx& c) {
+      const Tensor s = sigmoid(x0(c));
+      return unary(c, g0(c) * s * (x0(c) * (1 - s) + 1));
+    }, kSaveInputs);
+    register_backward("erf", [](const Ctx& c) {
+      return unary(c, g0(c) * exp(-(x0(c) * x0(c))) * (2 / std::sqrt(M_PI)));
+    }, kSaveInputs);
+    for (const char* flat : {"sign", "floor", "ceil", "round"})
+      register_backward(flat, [](const Ctx& c) { return unary(c, zeros_like(g0(c))); }, kSaveNone);
+    register_backward("square", [](const Ctx& c) { return unary(c, g0(c) * x0(c) * 2); }, kSaveInputs);
+    register_backward("clamp", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const Tensor inside = logical_and(ge(x, wrapped_scalar(c.attrs.get_double("min"))),
+                                        le(x, wrapped_scalar(c.attrs.get_double("max"))));
+      return unary(c, g0(c) * inside.to(x.dtype()));
+    }, kSaveInputs);
+
+    register_backward("add", [](const Ctx& c) -> Grads {
+      return {to_input(c, 0, g0(c)), to_input(c, 1, g0(c) * c.attrs.get_double("alpha"))};
+    }, kSaveNone);
+    register_backward("sub", [](const Ctx& c) -> Grads {
+      return {to_input(c, 0, g0(c)), to_input(c, 1, g0(c) * -c.attrs.get_double("alpha"))};
+    }, kSaveNone);
+    register_backward("mul", [](const Ctx& c) -> Grads {
+      return {c.needs_input_grad[0] ? to_input(c, 0, g0(c) * c.inputs[1]) : Tensor(),
+              c.needs_input_grad[1] ? to_input(c, 1, g0(c) * c.inputs[0]) : Tensor()};
+    }, kSaveInputs);
+    register_backward("div", [](const Ctx& c) -> Grads {
+      const Tensor& a = c.inputs[0];
+      const Tensor& b = c.inputs[1];
+      return {c.needs_input_grad[0] ? to_input(c, 0, g0(c) / b) : Tensor(),
+              c.needs_input_grad[1] ? to_input(c, 1, -g0(c) * a / (b * b)) : Tensor()};
+    }, kSaveInputs);
+    register_backward("pow", [](const Ctx& c) -> Grads {
+      const Tensor& a = c.inputs[0];
+      const Tensor& b = c.inputs[1];
+      Tensor ga, gb;
+      if (c.needs_input_grad[0]) {
+        // b * a^(b-1), with 0 where b == 0 (PyTorch's convention at a == 0).
+        const Tensor d = where(eq(b, wrapped_scalar(0)), zeros_like(a * b), b * pow(a, b - 1));
+        ga = to_input(c, 0, g0(c) * d);
+      }
+      if (c.needs_input_grad[1]) {
+        const Tensor la = where(logical_and(eq(a, wrapped_scalar(0)), ge(b, wrapped_scalar(0))), zeros_like(a * b),
+                                c.outputs[0] * log(a));
+        gb = to_input(c, 1, g0(c) * la);
+      }
+      return {ga, gb};
+    }, kSaveBoth);
+    // maximum/minimum: the gradient goes to the larger (smaller) input, split evenly on ties.
+    for (const char* name : {"maximum", "minimum"})
+      register_backward(name, [](const Ctx& c) -> Grads {
+        const Tensor& a = c.inputs[0];
+        const Tensor& b = c.inputs[1];
+        const Tensor& y = c.outputs[0];
+        const Tensor ta = eq(a, y).to(y.dtype()), tb = eq(b, y).to(y.dtype());
+        const Tensor share = ta + tb;
+        return {to_input(c, 0, g0(c) * ta / share), to_input(c, 1, g0(c) * tb / share)};
+      }, kSaveBoth);
+    register_backward("fmod", [](const Ctx& c) -> Grads {
+      const Tensor q = (c.inputs[0] - c.outputs[0]) / c.inputs[1];  // trunc(a / b), exactly
+      return {to_input(c, 0, g0(c)), to_input(c, 1, -g0(c) * q)};
+    }, kSaveBoth);
+    register_backward("where", [](const Ctx& c) -> Grads {
+      const Tensor& cond = c.inputs[0];
+      const Tensor z = zeros_like(g0(c));
+      return {Tensor(), to_input(c, 1, where(cond, g0(c), z)), to_input(c, 2, where(cond, z, g0(c)))};
+    }, kSaveInputs);
+    register_backward("_to_copy", [](const Ctx& c) -> Grads { return {g0(c).to(c.input_meta[0].dtype)}; },
+                      kSaveNone);
+    for (const char* name : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+                             "logical_not", "full", "arange", "linspace", "eye", "rand", "randint", "multinomial",
+                             "one_hot", "all", "any"})
+      register_nondifferentiable(name);
+  }
+} register_formulas;
+
+}  // namespace
+}  // namespace kiln::autograd

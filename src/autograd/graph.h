@@ -1,0 +1,89 @@
+// The autograd graph: per-tensor AutogradMeta, graph Nodes with their edges
+// to the nodes of their inputs, and the registry of backward formulas.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/autograd.h"
+#include "kiln/dispatch.h"
+
+namespace kiln {
+
+struct Node;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;
+  std::shared_ptr<Node> accumulator;  // a leaf's AccumulateGrad, created once
+  std::vector<std::function<Tensor(const Tensor&)>> hooks;  // for leaves
+};
+
+namespace autograd {
+
+// Where a gradient flows: input `input_nr` of node `fn`.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+};
+
+}  // namespace autograd
+
+struct Node {
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // grads: one per output of this node (undefined ones become zeros first).
+  // Returns one gradient per next edge (undefined where not needed).
+  virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
+  virtual void release_saved() {}
+
+  std::vector<autograd::Edge> next_edges;
+  std::vector<TensorMeta> output_meta;
+  // Hooks of the non-leaf tensors this node produced, by output number.
+  std::vector<std::vector<std::function<Tensor(const Tensor&)>>> output_hooks;
+};
+
+namespace autograd {
+
+// A tensor kept for the backward pass, with the version it had when saved,
+// so a later in-place change is reported instead of giving wrong gradients.
+struct SavedTensor {
+  Tensor tensor;  // an alias without autograd history (no reference cycles)
+  uint64_t version = 0;
+  Tensor unpack(const std::string& op) const;
+};
+SavedTensor save(const Tensor& t);
+
+struct BackwardContext {
+  const std::vector<Tensor>& inputs;   // saved inputs (undefined if the formula saves none)
+  const std::vector<Tensor>& outputs;  // saved outputs (likewise)
+  const std::vector<TensorMeta>& input_meta;
+  const Attrs& attrs;
+  const std::vector<Tensor>& grads;  // one per output, never undefined
+  const std::vector<bool>& needs_input_grad;
+};
+using BackwardFn = std::vector<Tensor> (*)(const BackwardContext& ctx);
+
+enum SaveFlags : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2, kSaveBoth = 3 };
+
+struct BackwardDef {
+  BackwardFn fn = nullptr;  // null: not differentiable (integer outputs, indices)
+  uint8_t save = kSaveNone;
+};
+
+void register_backward(const std::string& op, BackwardFn fn, uint8_t save);
+void register_nondifferentiable(const std::string& op);
+const BackwardDef* find_backward(const std::string& op);  // null: no entry at all
+
+// The AccumulateGrad node of a leaf (created on first use).
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
+AutogradMeta& meta(const Tensor& t);  // creates it when missing
+
+// Sums a broadcast gradient back to `shape` (the inverse of expand).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+}  // namespace autograd
+}  // namespace kiln

@@ -1,0 +1,151 @@
+// The autograd engine: accumulation into leaves, retain_graph, no_grad,
+// hooks, in-place ops and the saved-tensor version check.
+#include "autograd/graph.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+TEST(Autograd, GradientsAccumulateIntoLeaves) {
+  Tensor x = tensor<double>({1, 2, 3}).requires_grad_();
+  Tensor y = (x * x).sum();
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_EQ(y.grad_fn_name(), "sum_backward");
+  y.backward();
+  expect_close(x.grad(), {2, 4, 6}, 0, 0, "d sum(x^2)");
+  (x * 3).sum().backward();
+  expect_close(x.grad(), {5, 7, 9}, 0, 0, "accumulated");
+  Tensor z = x * 2;
+  z.backward(tensor<double>({1, 0, -1}));
+  expect_close(x.grad(), {7, 7, 7}, 0, 0, "explicit gradient");
+}
+
+TEST(Autograd, SharedSubgraphsSumTheirContributions) {
+  Tensor x = tensor<double>({2.0}).requires_grad_();
+  Tensor a = x * x;           // 4
+  Tensor b = a * x + a;       // x^3 + x^2
+  b.backward();
+  expect_close(x.grad(), {3 * 4 + 2 * 2}, 1e-12, 0, "d(x^3 + x^2) at 2");
+}
+
+TEST(Autograd, RetainGraphAndReleasedGraphs) {
+  Tensor x = tensor<double>({1.5}).requires_grad_();
+  Tensor y = exp(x);
+  y.backward({}, true);
+  y.backward();
+  expect_close(x.grad(), {2 * std::exp(1.5)}, 1e-12, 0, "two passes");
+  expect_error([&] { y.backward(); }, {"[backward]", "second time", "retain_graph"});
+}
+
+TEST(Autograd, NoGradAndDetach) {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    NoGradGuard g;
+    EXPECT_FALSE(is_grad_enabled());
+    EXPECT_FALSE((x * 2).requires_grad());
+    EnableGradGuard e;
+    EXPECT_TRUE((x * 2).requires_grad());
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  Tensor d = (x * 2).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_FALSE((ones({2}) * 2).requires_grad());
+  EXPECT_FALSE(argmax(x * 2).requires_grad());  // integer outputs never require grad
+  expect_error([] { ones({2}, kInt64).requires_grad_(); }, {"[requires_grad_]", "int64"});
+}
+
+TEST(Autograd, HooksSeeAndReplaceGradients) {
+  Tensor x = tensor<double>({1, 2}).requires_grad_();
+  Tensor seen;
+  x.register_hook([&](const Tensor& g) {
+    seen = g.clone();
+    return g * 10;
+  });
+  Tensor h = x * 3;
+  h.register_hook([](const Tensor& g) { return g + 1; });  // a non-leaf hook
+  h.sum().backward();
+  expect_close(seen, {6, 6}, 0, 0, "leaf hook sees (1 + 1) * 3");
+  expect_close(x.grad(), {60, 60}, 0, 0, "leaf hook's replacement is accumulated");
+}
+
+TEST(Autograd, InPlaceOpsRebaseHistory) {
+  Tensor x = tensor<double>({1, 2, 3}).requires_grad_();
+  Tensor y = x * 2;
+  y.mul_(y);  // y = (2x)^2
+  y.add_(x);  // y = 4x^2 + x
+  y.sum().backward();
+  expect_close(x.grad(), {9, 17, 25}, 1e-12, 0, "d(4x^2 + x)");
+  expect_error([&] { x.add_(ones({3}, kFloat64)); }, {"[add]", "leaf", "in-place"});
+  {
+    NoGradGuard g;
+    x.add_(ones({3}, kFloat64));  // allowed without grad mode, as in PyTorch
+  }
+  expect_close(x, {2, 3, 4}, 0, 0, "no_grad in-place update of a leaf");
+}
+
+TEST(Autograd, ModifyingASavedTensorIsAnError) {
+  Tensor x = tensor<double>({1, 2}).requires_grad_();
+  Tensor a = x * 1;
+  Tensor y = a * a;  // saves a
+  a.add_(ones({2}, kFloat64));
+  expect_error([&] { y.sum().backward(); },
+               {"[backward]", "modified by an inplace operation", "[float64 [2]]", "version 1", "expected version 0"});
+  // Ops that save nothing are unaffected.
+  Tensor b = x * 1;
+  Tensor z = b + b;
+  b.add_(ones({2}, kFloat64));
+  z.sum().backward();
+  expect_close(x.grad(), {2, 2}, 0, 0, "add saves nothing");
+}
+
+TEST(Autograd, FunctionalGradDoesNotTouchLeaves) {
+  Tensor x = tensor<double>({1, 2}).requires_grad_();
+  Tensor w = tensor<double>({3, 4}).requires_grad_();
+  Tensor y = (x * w).sum();
+  auto g = autograd::grad({y}, {x}, {}, true);
+  expect_close(g[0], {3, 4}, 0, 0, "dy/dx");
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+  Tensor unused = ones({1}, kFloat64).requires_grad_();
+  expect_error([&] { autograd::grad({y}, {unused}, {}, true); }, {"[grad]", "allow_unused"});
+  EXPECT_FALSE(autograd::grad({y}, {unused}, {}, true, true)[0].defined());
+}
+
+TEST(Autograd, MixedDTypesAndBroadcastGradientsHaveInputShapes) {
+  Tensor w = randn({4}, kFloat64).requires_grad_();
+  Tensor x = randn({3, 4});  // float32, no grad
+  Tensor y = (x * w).sum();  // promoted to float64
+  y.backward();
+  EXPECT_EQ(w.grad().sizes(), Shape({4}));
+  EXPECT_EQ(w.grad().dtype(), kFloat64);
+  expect_close(w.grad(), values(sum(x.to(kFloat64), {0})), 1e-12, 1e-12, "broadcast gradient summed");
+  Tensor f = randn({2, 3}).requires_grad_();
+  (f.to(kFloat64) * 2).sum().backward();
+  EXPECT_EQ(f.grad().dtype(), kFloat32);
+}
+
+TEST(Autograd, BackwardErrors) {
+  Tensor x = ones({2}).requires_grad_();
+  expect_error([&] { (x * 2).backward(); }, {"[backward]", "one element", "[2]"});
+  expect_error([&] { ones({1}).backward(); }, {"[backward]", "does not require grad"});
+  expect_error([&] { (x * 2).backward(ones({3})); }, {"[backward]", "[3]", "[2]"});
+  expect_error([&] { x.as_strided({1}, {1}) * 1; }, {"[as_strided]", "no backward formula"});
+}
+
+}  // namespace
+}  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST(Autograd, EveryOpHasABackwardEntry) {
+  // as_strided views arbitrary memory; its gradient is not defined yet.
+  for (const OpDef* op : all_ops()) {
+    const char* name = op->name.c_str();
+    if (op->name == "as_strided") continue;
+    EXPECT_TRUE(autograd::find_backward(op->name) != nullptr) << "no backward entry for " << name;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
