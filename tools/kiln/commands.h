@@ -6,4 +6,6 @@
 namespace kiln::cli {
 void add_info(CLI::App& app);
 void add_demo(CLI::App& app);
+void add_train(CLI::App& app);
+void add_generate(CLI::App& app);
 }  // namespace kiln::cli

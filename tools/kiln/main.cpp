@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   kiln::cli::add_info(app);
   kiln::cli::add_demo(app);
+  kiln::cli::add_train(app);
+  kiln::cli::add_generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,14 @@
 namespace kiln::cpu {
 namespace {
 
+// `t` seen with index's sizes on every dim but `dim`, where it keeps its own:
+// lines along `dim` of the result are the lines of t at index's positions.
+Tensor lines_like(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape s = index.sizes();
+  s[dim] = t.size(dim);
+  return t.as_strided(s, t.strides(), t.storage_offset());
+}
+
 int64_t checked_index(int64_t i, int64_t size, const char* op) {
   if (i < -size || i >= size) fail(op, "index ", i, " is out of bounds for dimension with size ", size);
   return i < 0 ? i + size : i;
@@ -52,7 +60,7 @@ void gather_kernel(const OpCall& c) {
     visit_dtype(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       // Lines along dim: x's line is taken at the same outer position.
-      Tensor xl = x.as_strided(index.sizes(), x.strides(), x.storage_offset());
+      Tensor xl = lines_like(x, index, dim);
       for_each_line<3>({&out, &index, &xl}, dim, L, [&](const std::array<char*, 3>& b, int64_t) {
         for (int64_t l = 0; l < L; ++l) {
           const int64_t i = checked_index(static_cast<int64_t>(reinterpret_cast<const I*>(b[1])[l * is]), size, "gather");
@@ -83,8 +91,8 @@ void scatter_kernel(const OpCall& c) {
     using I = decltype(itag);
     visit_dtype(out.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      Tensor ol = out.as_strided(index.sizes(), out.strides(), out.storage_offset());
-      Tensor sl = src.as_strided(index.sizes(), src.strides(), src.storage_offset());
+      Tensor ol = lines_like(out, index, dim);
+      Tensor sl = lines_like(src, index, dim);
       const int64_t lines = L ? index.numel() / L : 0;
       Shape outer;
       for (int64_t d = 0; d < index.dim(); ++d)

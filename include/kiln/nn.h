@@ -1,0 +1,170 @@
+// kiln::nn: Module (named parameters, buffers and children, train/eval,
+// state_dict), the standard layers, init functions and losses.
+#pragma once
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/ops.h"
+#include "kiln/tensor.h"
+
+namespace kiln::nn {
+
+using StateDict = std::map<std::string, Tensor>;
+
+// Modules are built in place (std::make_shared) and never copied: they
+// register the addresses of their members.
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  virtual ~Module() = default;
+
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  int64_t num_parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Parameters and buffers by dotted name ("blocks.0.attn.qkv.weight").
+  StateDict state_dict() const;
+  // Copies values in. Strict: every key must match, with the same shape.
+  void load_state_dict(const StateDict& state, bool strict = true);
+  void to(DType dtype);  // converts parameters and floating buffers
+  void zero_grad();
+
+ protected:
+  // Members register their tensors by address so to() and load_state_dict
+  // update what the layer's code reads.
+  void register_parameter(const std::string& name, Tensor* slot, bool requires_grad = true);
+  void register_buffer(const std::string& name, Tensor* slot);
+  void register_module(const std::string& name, Module* child);
+
+ private:
+  template <class F>
+  void visit(const std::string& prefix, F&& f) const;
+  std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
+  std::vector<std::pair<std::string, Module*>> children_;
+  bool training_ = true;
+};
+
+// A module with one tensor in and one out, so Sequential can chain it.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;  // weight (out, in), bias (out) or undefined
+};
+
+class Embedding : public UnaryModule {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim);
+  Tensor forward(const Tensor& indices) override;
+  Tensor weight;
+};
+
+class LayerNorm : public UnaryModule {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  double eps;
+  int64_t dim;
+};
+
+class RMSNorm : public UnaryModule {
+ public:
+  explicit RMSNorm(int64_t dim, std::optional<double> eps = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight;
+  std::optional<double> eps;
+  int64_t dim;
+};
+
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
+class GELU : public UnaryModule {
+ public:
+  explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
+  std::string approximate;
+};
+class SiLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return silu(x); }
+};
+class ReLU : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  void push_back(std::shared_ptr<UnaryModule> m);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return mods_.size(); }
+  UnaryModule& operator[](size_t i) { return *mods_[i]; }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> mods_;
+};
+
+// Holds modules of any kind, registered as "0", "1", ...
+template <class M>
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<M> m) {
+    mods_.push_back(std::move(m));
+    register_module(std::to_string(mods_.size() - 1), mods_.back().get());
+  }
+  size_t size() const { return mods_.size(); }
+  M& operator[](size_t i) { return *mods_[i]; }
+  auto begin() { return mods_.begin(); }
+  auto end() { return mods_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> mods_;
+};
+
+// Dropout as a function (training: zero with probability p, scale by 1/(1-p)).
+Tensor dropout(const Tensor& x, double p, bool training);
+
+// Losses. reduction: "mean", "sum" or "none".
+// logits (N, C) or (N, C, d...) with integer targets (N) / (N, d...).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0, const std::string& reduction = "mean");
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+
+namespace init {
+// In place, without recording history, as torch.nn.init.
+void normal_(const Tensor& t, double mean = 0.0, double std = 1.0);
+void uniform_(const Tensor& t, double low = 0.0, double high = 1.0);
+void zeros_(const Tensor& t);
+void ones_(const Tensor& t);
+// fan_in / fan_out of a weight (out, in, ...).
+void xavier_uniform_(const Tensor& t, double gain = 1.0);
+void xavier_normal_(const Tensor& t, double gain = 1.0);
+void kaiming_uniform_(const Tensor& t, double a = 0.0, const std::string& mode = "fan_in");
+void kaiming_normal_(const Tensor& t, double a = 0.0, const std::string& mode = "fan_in");
+}  // namespace init
+
+}  // namespace kiln::nn

@@ -1,0 +1,92 @@
+// The byte-level tokenizer and TextDataset: documents are deduplicated and
+// assigned whole to train or validation, so validation text is never seen
+// in training (fortune files repeat some fortunes verbatim).
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "kiln/error.h"
+#include "kiln/io.h"
+
+namespace kiln::io {
+
+std::vector<int64_t> encode(const std::string& text) {
+  std::vector<int64_t> out(text.size());
+  for (size_t i = 0; i < text.size(); ++i) out[i] = static_cast<unsigned char>(text[i]);
+  return out;
+}
+
+std::string decode(const std::vector<int64_t>& tokens) {
+  std::string out;
+  out.reserve(tokens.size());
+  for (int64_t t : tokens) {
+    check(t >= 0 && t < 256, "decode", "token ", t, " is outside the byte vocabulary [0, 256)");
+    out.push_back(static_cast<char>(t));
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  check(f.good(), "read_file", "cannot open '", path, "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t seed, const std::string& separator) {
+  check(val_fraction > 0 && val_fraction < 1, "TextDataset", "val_fraction must be in (0, 1) but got ", val_fraction);
+  // Split into documents at separator lines.
+  std::vector<std::string> docs;
+  std::istringstream in(text);
+  std::string line, cur;
+  while (std::getline(in, line)) {
+    if (line == separator) {
+      if (!cur.empty()) docs.push_back(cur);
+      cur.clear();
+    } else {
+      cur += line + "\n";
+    }
+  }
+  if (!cur.empty()) docs.push_back(cur);
+  std::set<std::string> seen;
+  std::vector<std::string> unique;
+  for (auto& d : docs) {
+    if (seen.insert(d).second) unique.push_back(std::move(d));
+    else ++duplicates_;
+  }
+  check(unique.size() >= 2, "TextDataset", "need at least 2 distinct documents but found ", unique.size());
+  // A seeded shuffle decides which documents are validation.
+  std::vector<size_t> order(unique.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  const size_t n_val = std::max<size_t>(1, static_cast<size_t>(val_fraction * static_cast<double>(unique.size())));
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto& dst = i < n_val ? val_ : train_;
+    const auto tok = encode(unique[order[i]]);
+    dst.insert(dst.end(), tok.begin(), tok.end());
+  }
+}
+
+std::pair<Tensor, Tensor> TextDataset::batch(bool validation, int64_t batch, int64_t context) const {
+  const auto& src = validation ? val_ : train_;
+  check(static_cast<int64_t>(src.size()) > context + 1, "TextDataset", "the ", validation ? "validation" : "training",
+        " split has ", src.size(), " tokens, too few for context ", context);
+  const Tensor starts = randint(0, static_cast<int64_t>(src.size()) - context - 1, {batch});
+  Tensor x = empty({batch, context}, kInt64), y = empty({batch, context}, kInt64);
+  int64_t* xp = x.data_ptr<int64_t>();
+  int64_t* yp = y.data_ptr<int64_t>();
+  const int64_t* sp = starts.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < context; ++t) {
+      xp[b * context + t] = src[sp[b] + t];
+      yp[b * context + t] = src[sp[b] + t + 1];
+    }
+  return {x, y};
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,76 @@
+// The standard layers, initialised as PyTorch initialises them.
+#include <cmath>
+
+#include "kiln/error.h"
+#include "kiln/nn.h"
+
+namespace kiln::nn {
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias) {
+  check(in > 0 && out > 0, "Linear", "expected positive sizes but got in_features=", in, ", out_features=", out);
+  // PyTorch: kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), for both.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  weight = empty({out, in});
+  init::uniform_(weight, -bound, bound);
+  register_parameter("weight", &weight);
+  if (has_bias) {
+    bias = empty({out});
+    init::uniform_(bias, -bound, bound);
+  }
+  register_parameter("bias", &bias);
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+Embedding::Embedding(int64_t num, int64_t dim) {
+  check(num > 0 && dim > 0, "Embedding", "expected positive sizes but got ", num, " x ", dim);
+  weight = randn({num, dim});
+  register_parameter("weight", &weight);
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+
+LayerNorm::LayerNorm(int64_t d, double e, bool affine) : eps(e), dim(d) {
+  if (affine) {
+    weight = ones({d});
+    bias = zeros({d});
+  }
+  register_parameter("weight", &weight);
+  register_parameter("bias", &bias);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, {dim}, weight, bias, eps); }
+
+RMSNorm::RMSNorm(int64_t d, std::optional<double> e) : eps(e), dim(d) {
+  weight = ones({d});
+  register_parameter("weight", &weight);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, {dim}, weight, eps); }
+
+Dropout::Dropout(double prob) : p(prob) {
+  check(p >= 0 && p <= 1, "Dropout", "probability has to be between 0 and 1, but got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  check(p >= 0 && p <= 1, "dropout", "probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0;
+  const Tensor keep = (rand(x.sizes(), x.dtype()) >= wrapped_scalar(p)).to(x.dtype());
+  return x * keep * (1.0 / (1.0 - p));
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
+  mods_.push_back(std::move(m));
+  register_module(std::to_string(mods_.size() - 1), mods_.back().get());
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& m : mods_) h = m->forward(h);
+  return h;
+}
+
+}  // namespace kiln::nn

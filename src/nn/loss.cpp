@@ -1,0 +1,64 @@
+// Losses, composed of ops so autograd differentiates them.
+#include "kiln/error.h"
+#include "kiln/nn.h"
+
+namespace kiln::nn {
+namespace {
+
+Tensor reduce(const Tensor& loss, const std::string& reduction, const char* op) {
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return sum(loss);
+  check(reduction == "mean", op, "expected reduction 'mean', 'sum' or 'none' but got '", reduction, "'");
+  return mean(loss);
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                     const std::string& reduction) {
+  check(is_floating(logits.dtype()), "cross_entropy", "expected floating point logits but got ", logits.dtype());
+  check(target.dtype() == kInt64 || target.dtype() == kInt32, "cross_entropy",
+        "expected integer class targets but got ", target.dtype());
+  check(logits.dim() >= 2, "cross_entropy", "expected logits of shape (N, C, ...) but got ", shape_str(logits.sizes()));
+  Shape expect = logits.sizes();
+  expect.erase(expect.begin() + 1);
+  check(target.sizes() == expect, "cross_entropy", "expected target of shape ", shape_str(expect), " for logits ",
+        shape_str(logits.sizes()), " but got ", shape_str(target.sizes()));
+  check(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy", "label_smoothing must be in [0, 1] but got ",
+        label_smoothing);
+  const int64_t C = logits.size(1);
+  // (N, C, d...) -> (N*d..., C) so the class dim is last.
+  Shape to_last{0};
+  for (int64_t d = 2; d < logits.dim(); ++d) to_last.push_back(d);
+  to_last.push_back(1);
+  Tensor flat = logits.dim() == 2 ? logits : logits.permute(to_last).reshape({-1, C});
+  Tensor t = target.reshape({-1}).to(kInt64);
+  const Tensor valid = ne(t, wrapped_scalar(ignore_index));
+  const Tensor safe = where(valid, t, zeros_like(t));
+  {
+    const Tensor bad = logical_and(valid, logical_or(lt(safe, wrapped_scalar(0)), ge(safe, wrapped_scalar(C))));
+    check(!any(bad).item<bool>(), "cross_entropy", "target values must be in [0, ", C, ") or ignore_index");
+  }
+  const Tensor logp = log_softmax(flat, 1);
+  Tensor loss = -gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
+  if (label_smoothing > 0) loss = loss * (1 - label_smoothing) - mean(logp, {1}) * label_smoothing;
+  const Tensor vf = valid.to(loss.dtype());
+  loss = loss * vf;
+  if (reduction == "mean") return sum(loss) / sum(vf);  // mean over non-ignored targets, as PyTorch
+  return reduce(loss.reshape(target.sizes()), reduction, "cross_entropy");
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  check(input.sizes() == target.sizes(), "mse_loss", "input of shape ", shape_str(input.sizes()),
+        " and target of shape ", shape_str(target.sizes()), " differ");
+  const Tensor d = input - target;
+  return reduce(d * d, reduction, "mse_loss");
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,106 @@
+// The GPT of the main job (`kiln train` / `kiln generate`), GPT-2 style
+// initialisation: N(0, 0.02) weights, output projections scaled by
+// 1/sqrt(2 * n_layer), zero biases.
+#include "kiln/gpt.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/autograd.h"
+#include "kiln/error.h"
+
+namespace kiln::nn {
+namespace {
+
+void gpt2_init(Linear& l, double std) {
+  init::normal_(l.weight, 0.0, std);
+  if (l.bias.defined()) init::zeros_(l.bias);
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c)
+    : qkv(c.n_embd, 3 * c.n_embd), proj(c.n_embd, c.n_embd), n_head_(c.n_head), dropout_(c.dropout) {
+  check(c.n_embd % c.n_head == 0, "GPT", "n_embd (", c.n_embd, ") must be a multiple of n_head (", c.n_head, ")");
+  register_module("qkv", &qkv);
+  register_module("proj", &proj);
+  gpt2_init(qkv, 0.02);
+  gpt2_init(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
+  causal_ = triu(ones({c.block_size, c.block_size}), 1) > 0;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
+  const Tensor h = qkv(x);  // (B, T, 3C)
+  auto heads = [&](int64_t i) { return h.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
+  const Tensor q = heads(0), k = heads(1), v = heads(2);  // (B, H, T, D), strided views
+  Tensor att = matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  att = masked_fill(att, causal_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<double>::infinity());
+  att = dropout(softmax(att, -1), dropout_, is_training());
+  const Tensor y = matmul(att, v).transpose(1, 2).reshape({B, T, C});
+  return dropout(proj(y), dropout_, is_training());
+}
+
+MLP::MLP(const GPTConfig& c) : fc(c.n_embd, 4 * c.n_embd), proj(4 * c.n_embd, c.n_embd) {
+  register_module("fc", &fc);
+  register_module("proj", &proj);
+  gpt2_init(fc, 0.02);
+  gpt2_init(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
+}
+
+Tensor MLP::forward(const Tensor& x) { return proj(gelu(fc(x), "tanh")); }
+
+Block::Block(const GPTConfig& c) : ln1(c.n_embd), attn(c), ln2(c.n_embd), mlp(c) {
+  register_module("ln1", &ln1);
+  register_module("attn", &attn);
+  register_module("ln2", &ln2);
+  register_module("mlp", &mlp);
+}
+
+Tensor Block::forward(const Tensor& x) {
+  const Tensor h = x + attn(ln1(x));
+  return h + mlp(ln2(h));
+}
+
+GPT::GPT(const GPTConfig& c) : wte(c.vocab_size, c.n_embd), wpe(c.block_size, c.n_embd), ln_f(c.n_embd), cfg_(c) {
+  register_module("wte", &wte);
+  register_module("wpe", &wpe);
+  for (int64_t i = 0; i < c.n_layer; ++i) blocks.push_back(std::make_shared<Block>(c));
+  register_module("blocks", &blocks);
+  register_module("ln_f", &ln_f);
+  init::normal_(wte.weight, 0.0, 0.02);
+  init::normal_(wpe.weight, 0.0, 0.02);
+}
+
+Tensor GPT::forward(const Tensor& idx) {
+  check(idx.dim() == 2, "GPT", "expected token ids of shape (B, T) but got ", idx.dim(), " dims");
+  const int64_t T = idx.size(1);
+  check(T <= cfg_.block_size, "GPT", "sequence length ", T, " exceeds block_size ", cfg_.block_size);
+  Tensor x = wte(idx) + wpe(arange(T));
+  for (auto& b : blocks) x = b->forward(x);
+  return matmul(ln_f(x), wte.weight.t());  // the head shares the token embedding
+}
+
+Tensor GPT::generate(Tensor idx, int64_t tokens, double temperature, int64_t top_k) {
+  NoGradGuard no_grad;
+  for (int64_t i = 0; i < tokens; ++i) {
+    const int64_t T = idx.size(1);
+    const Tensor ctx = T > cfg_.block_size ? idx.slice(1, T - cfg_.block_size) : idx;
+    Tensor logits = forward(ctx).select(1, -1);  // (B, V)
+    Tensor next;
+    if (temperature <= 0) {
+      next = argmax(logits, -1, true);
+    } else {
+      logits = logits / temperature;
+      if (top_k > 0 && top_k < logits.size(-1)) {
+        const Tensor kth = std::get<0>(topk(logits, top_k, -1)).narrow(-1, top_k - 1, 1);
+        logits = masked_fill(logits, logits < kth, -std::numeric_limits<double>::infinity());
+      }
+      next = multinomial(softmax(logits, -1), 1, true);
+    }
+    idx = cat({idx, next}, 1);
+  }
+  return idx;
+}
+
+}  // namespace kiln::nn

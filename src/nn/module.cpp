@@ -1,0 +1,140 @@
+// Module bookkeeping: the registry of parameters, buffers and children,
+// dotted names, state_dict round trips and dtype conversion.
+#include <set>
+
+#include "kiln/autograd.h"
+#include "kiln/error.h"
+#include "kiln/nn.h"
+
+namespace kiln::nn {
+namespace {
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+// Calls f(dotted name, Tensor* slot, bool is_parameter) for every tensor.
+template <class F>
+void Module::visit(const std::string& prefix, F&& f) const {
+  for (const auto& [n, p] : params_)
+    if (p->defined()) f(prefix + n, p, true);
+  for (const auto& [n, b] : buffers_)
+    if (b->defined()) f(prefix + n, b, false);
+  for (const auto& [n, c] : children_) c->visit(prefix + n + ".", f);
+}
+
+void Module::register_parameter(const std::string& name, Tensor* slot, bool requires_grad) {
+  if (slot->defined() && requires_grad) slot->requires_grad_(true);
+  params_.emplace_back(name, slot);
+}
+void Module::register_buffer(const std::string& name, Tensor* slot) { buffers_.emplace_back(name, slot); }
+void Module::register_module(const std::string& name, Module* child) { children_.emplace_back(name, child); }
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::set<TensorImpl*> seen;  // a tied weight is listed once
+  visit("", [&](const std::string& n, Tensor* t, bool is_param) {
+    if (is_param && seen.insert(t->impl()).second) out.emplace_back(n, *t);
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit("", [&](const std::string& n, Tensor* t, bool is_param) {
+    if (!is_param) out.emplace_back(n, *t);
+  });
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  std::set<TensorImpl*> seen;
+  visit("", [&](const std::string& n, Tensor* t, bool) {
+    if (seen.insert(t->impl()).second) out.emplace(n, t->detach());
+  });
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  NoGradGuard no_grad;
+  std::set<std::string> used;
+  std::vector<std::string> missing, mismatched;
+  std::set<TensorImpl*> seen;
+  visit("", [&](const std::string& n, Tensor* t, bool) {
+    if (!seen.insert(t->impl()).second) {
+      used.insert(n);  // tied: loaded through its first name
+      return;
+    }
+    auto it = state.find(n);
+    if (it == state.end()) {
+      missing.push_back(n);
+      return;
+    }
+    used.insert(n);
+    if (it->second.sizes() != t->sizes()) {
+      mismatched.push_back(n + " (checkpoint " + shape_str(it->second.sizes()) + ", model " + shape_str(t->sizes()) + ")");
+      return;
+    }
+    t->copy_(it->second);
+  });
+  std::vector<std::string> unexpected;
+  for (const auto& [k, v] : state)
+    if (!used.count(k)) unexpected.push_back(k);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  check(mismatched.empty(), "load_state_dict", "size mismatch for ", join(mismatched));
+  if (strict) {
+    check(missing.empty(), "load_state_dict", "missing keys: ", join(missing));
+    check(unexpected.empty(), "load_state_dict", "unexpected keys: ", join(unexpected));
+  }
+}
+
+void Module::to(DType dtype) {
+  NoGradGuard no_grad;
+  std::map<TensorImpl*, Tensor> converted;  // keeps tied tensors tied
+  visit("", [&](const std::string&, Tensor* t, bool is_param) {
+    if (!is_floating(t->dtype())) return;
+    auto it = converted.find(t->impl());
+    if (it != converted.end()) {
+      *t = it->second;
+      return;
+    }
+    TensorImpl* old = t->impl();
+    const bool rg = t->requires_grad();
+    Tensor c = t->to(dtype).clone();
+    if (is_param && rg) c.requires_grad_(true);
+    converted.emplace(old, c);
+    *t = c;
+  });
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : named_parameters()) t.set_grad(Tensor());
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,27 @@
+// The checkpoint layout shared by `kiln train` and `kiln generate`: model
+// tensors under "model.", AdamW state under "optim.", the GPT config, step
+// and data seed in __metadata__.
+#pragma once
+#include <string>
+
+#include "kiln/gpt.h"
+#include "kiln/io.h"
+#include "kiln/optim.h"
+
+namespace kiln::cli {
+
+struct TrainState {
+  int64_t step = 0;
+  uint64_t seed = 0;
+};
+
+void save_checkpoint(const std::string& path, const nn::GPT& model, const optim::AdamW* opt, const TrainState& st);
+// Builds the model from the stored config and loads its weights.
+std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st = nullptr);
+// Loads the optimizer state into an optimizer over the loaded model's parameters.
+void load_optimizer(const std::string& path, optim::AdamW& opt);
+
+// The default corpus: every fortune file of Debian's `fortunes` package.
+std::string default_corpus();
+
+}  // namespace kiln::cli

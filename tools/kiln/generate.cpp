@@ -1,0 +1,44 @@
+// `kiln generate`: samples text from a checkpoint of `kiln train`.
+#include <iostream>
+
+#include "checkpoint.h"
+#include "commands.h"
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string ckpt = "model.safetensors", prompt = "\n";
+  int64_t tokens = 200, top_k = 0;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+};
+
+void run(const GenerateArgs& a) {
+  check(!a.prompt.empty(), "generate", "the prompt must not be empty");
+  manual_seed(a.seed);
+  auto model = load_model(a.ckpt);
+  model->eval();
+  const auto ids = io::encode(a.prompt);
+  Tensor idx = tensor<int64_t>(ids).view({1, -1});
+  Tensor out = model->generate(idx, a.tokens, a.temperature, a.top_k);
+  std::vector<int64_t> toks(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel());
+  std::cout << io::decode(toks) << std::endl;
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand("generate", "sample text from a trained checkpoint");
+  cmd->add_option("--ckpt", a->ckpt, "checkpoint written by kiln train");
+  cmd->add_option("--prompt", a->prompt, "text to continue");
+  cmd->add_option("--tokens", a->tokens, "bytes to generate");
+  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)");
+  cmd->add_option("--top-k", a->top_k, "sample among the k most likely (0 = all)");
+  cmd->add_option("--seed", a->seed, "random seed");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace kiln::cli
