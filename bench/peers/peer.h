@@ -10,4 +10,10 @@ namespace kiln::bench::peer {
 std::optional<double> layer_norm_seconds(long rows, long cols, int threads);
 std::optional<double> softmax_seconds(long rows, long cols, int threads);
 
+// Training tokens per second of the GPT of `kiln train` built from
+// torch::nn pieces (same shapes, same AdamW settings, same init scheme),
+// over `steps` steps after 2 warm-up steps.
+std::optional<double> gpt_train_tokens_per_second(long layers, long heads, long width, long context, long vocab,
+                                                  long batch, int steps, int threads);
+
 }  // namespace kiln::bench::peer

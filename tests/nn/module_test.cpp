@@ -1,0 +1,200 @@
+// Module bookkeeping, the layers, losses against float64 references, and
+// the GPT learning a batch by heart.
+#include <cmath>
+
+#include "kiln/gpt.h"
+#include "kiln/io.h"
+#include "kiln/nn.h"
+#include "kiln/optim.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+struct TwoLayer : nn::UnaryModule {
+  TwoLayer() : fc1(3, 4), fc2(4, 2) {
+    register_module("fc1", &fc1);
+    register_module("fc2", &fc2);
+    scale = ones({2});
+    register_buffer("scale", &scale);
+  }
+  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))) * scale; }
+  nn::Linear fc1, fc2;
+  Tensor scale;
+};
+
+TEST(Module, NamesParametersAndStateDict) {
+  manual_seed(30);
+  TwoLayer m;
+  auto named = m.named_parameters();
+  ASSERT_EQ(named.size(), 4u);
+  EXPECT_EQ(named[0].first, "fc1.weight");
+  EXPECT_EQ(named[3].first, "fc2.bias");
+  EXPECT_EQ(m.num_parameters(), 3 * 4 + 4 + 4 * 2 + 2);
+  for (auto& [n, p] : named) EXPECT_TRUE(p.requires_grad()) << n;
+  auto sd = m.state_dict();
+  EXPECT_EQ(sd.size(), 5u);
+  EXPECT_TRUE(sd.count("scale"));
+  // Linear computes x @ W^T + b.
+  Tensor x = randn({5, 3});
+  const Tensor want = matmul(x, m.fc1.weight.t()) + m.fc1.bias;
+  expect_close(m.fc1(x), values(want), 1e-6, 1e-6, "linear");
+  const double bound = 1 / std::sqrt(3.0);
+  EXPECT_LE(amax(abs(m.fc1.weight)).item<double>(), bound);
+}
+
+TEST(Module, LoadStateDictChecksKeysAndShapes) {
+  TwoLayer a, b;
+  b.load_state_dict(a.state_dict());
+  Tensor x = randn({2, 3});
+  EXPECT_EQ(values(a(x)), values(b(x)));
+  auto sd = a.state_dict();
+  sd.erase("fc2.bias");
+  expect_error([&] { b.load_state_dict(sd); }, {"[load_state_dict]", "missing keys: fc2.bias"});
+  b.load_state_dict(sd, false);  // non-strict tolerates it
+  sd = a.state_dict();
+  sd["extra"] = ones({1});
+  expect_error([&] { b.load_state_dict(sd); }, {"[load_state_dict]", "unexpected keys: extra"});
+  sd = a.state_dict();
+  sd["fc1.weight"] = ones({4, 4});
+  expect_error([&] { b.load_state_dict(sd); }, {"[load_state_dict]", "fc1.weight", "[4, 4]", "[4, 3]"});
+}
+
+TEST(Module, TrainEvalToDTypeAndZeroGrad) {
+  TwoLayer m;
+  m.eval();
+  EXPECT_FALSE(m.fc1.is_training());
+  m.train();
+  EXPECT_TRUE(m.fc2.is_training());
+  m.to(kFloat64);
+  EXPECT_EQ(m.fc1.weight.dtype(), kFloat64);
+  EXPECT_TRUE(m.fc1.weight.requires_grad());
+  EXPECT_EQ(m.scale.dtype(), kFloat64);
+  Tensor y = m(randn({2, 3}, kFloat64)).sum();
+  y.backward();
+  EXPECT_TRUE(m.fc1.weight.grad().defined());
+  m.zero_grad();
+  EXPECT_FALSE(m.fc1.weight.grad().defined());
+}
+
+TEST(Module, DropoutAndSequential) {
+  manual_seed(31);
+  nn::Dropout d(0.3);
+  Tensor x = ones({100000});
+  Tensor y = d(x);
+  const double zero_frac = mean(eq(y, wrapped_scalar(0)).to(kFloat64)).item<double>();
+  EXPECT_NEAR(zero_frac, 0.3, 0.01);
+  EXPECT_NEAR(mean(y).item<double>(), 1.0, 0.02);  // scaled by 1 / (1 - p)
+  d.eval();
+  EXPECT_TRUE(d(x).is_same(x));
+  nn::Sequential s;
+  s.push_back(std::make_shared<nn::Linear>(3, 5));
+  s.push_back(std::make_shared<nn::GELU>());
+  s.push_back(std::make_shared<nn::Linear>(5, 1));
+  EXPECT_EQ(s(randn({4, 3})).sizes(), Shape({4, 1}));
+  EXPECT_EQ(s.named_parameters()[2].first, "2.weight");
+}
+
+TEST(Loss, CrossEntropyMatchesReference) {
+  manual_seed(32);
+  Tensor logits = randn({6, 5}, kFloat64);
+  Tensor target = tensor<int64_t>({0, 4, 2, -100, 1, 4});
+  const auto lv = values(logits);
+  auto ref = [&](double smoothing, bool mean_red) {
+    double total = 0;
+    int count = 0;
+    std::vector<double> per;
+    for (int i = 0; i < 6; ++i) {
+      const int64_t t = target.data_ptr<int64_t>()[i];
+      if (t == -100) {
+        per.push_back(0);
+        continue;
+      }
+      double m = -1e300, s = 0;
+      for (int c = 0; c < 5; ++c) m = std::max(m, lv[i * 5 + c]);
+      for (int c = 0; c < 5; ++c) s += std::exp(lv[i * 5 + c] - m);
+      const double lse = m + std::log(s);
+      double nll = lse - lv[i * 5 + t], smooth = 0;
+      for (int c = 0; c < 5; ++c) smooth += (lse - lv[i * 5 + c]) / 5;
+      const double l = (1 - smoothing) * nll + smoothing * smooth;
+      per.push_back(l);
+      total += l;
+      ++count;
+    }
+    return mean_red ? std::vector<double>{total / count} : per;
+  };
+  expect_close(nn::cross_entropy(logits, target), ref(0, true), 1e-12, 1e-12, "mean, ignore_index");
+  expect_close(nn::cross_entropy(logits, target, -100, 0.1), ref(0.1, true), 1e-12, 1e-12, "label smoothing");
+  expect_close(nn::cross_entropy(logits, target, -100, 0, "none"), ref(0, false), 1e-12, 1e-12, "none");
+  // (N, C, d) layout equals the flattened (N*d, C) one.
+  Tensor l3 = randn({2, 5, 3}, kFloat64);
+  Tensor t3 = randint(0, 5, {2, 3});
+  expect_close(nn::cross_entropy(l3, t3), values(nn::cross_entropy(l3.permute({0, 2, 1}).reshape({6, 5}), t3.view({6}))),
+               1e-12, 1e-12, "class dim 1");
+  expect_error([&] { nn::cross_entropy(logits, tensor<int64_t>({5, 0, 0, 0, 0, 0})); }, {"[cross_entropy]", "[0, 5)"});
+  expect_error([&] { nn::cross_entropy(logits, target.slice(0, 0, 3)); }, {"[cross_entropy]", "[6]", "[3]"});
+  Tensor w = randn({4, 3}, kFloat64).requires_grad_();
+  Tensor t4 = tensor<int64_t>({2, 0, 1, 2});
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const std::vector<Tensor>& v) { return std::vector<Tensor>{nn::cross_entropy(v[0], t4, -100, 0.2)}; }, {w}));
+  Tensor a = tensor<double>({1, 2}), b = tensor<double>({0, 4});
+  expect_close(nn::mse_loss(a, b), {2.5}, 0, 0, "mse mean");
+  expect_close(nn::mse_loss(a, b, "sum"), {5}, 0, 0, "mse sum");
+}
+
+TEST(Init, BoundsAndScales) {
+  manual_seed(33);
+  Tensor w = empty({200, 300});
+  nn::init::xavier_uniform_(w);
+  EXPECT_LE(amax(abs(w)).item<double>(), std::sqrt(6.0 / 500));
+  nn::init::kaiming_normal_(w);
+  EXPECT_NEAR(kiln::std(w).item<double>(), std::sqrt(2.0 / 300), 0.002);
+  nn::init::zeros_(w);
+  EXPECT_EQ(amax(abs(w)).item<double>(), 0.0);
+  expect_error([] { nn::init::xavier_normal_(ones({3})); }, {"[xavier_normal_]", "2 dims"});
+}
+
+nn::GPTConfig tiny() {
+  nn::GPTConfig c;
+  c.vocab_size = 32, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 32;
+  return c;
+}
+
+TEST(GPT, OverfitsOneBatch) {
+  manual_seed(34);
+  nn::GPT model(tiny());
+  Tensor x = randint(0, 32, {4, 16}), y = randint(0, 32, {4, 16});
+  optim::AdamWOptions o;
+  o.lr = 1e-2, o.weight_decay = 0;
+  optim::AdamW opt(model.parameters(), o);
+  double loss = 0;
+  for (int step = 0; step < 200; ++step) {
+    Tensor l = nn::cross_entropy(model.forward(x).view({-1, 32}), y.view({-1}));
+    opt.zero_grad();
+    l.backward();
+    opt.step();
+    loss = l.item<double>();
+  }
+  EXPECT_LT(loss, 0.1);
+}
+
+TEST(GPT, CausalAndCheckpointRoundTripIsBitIdentical) {
+  manual_seed(35);
+  nn::GPT model(tiny());
+  Tensor x = randint(0, 32, {2, 10});
+  Tensor full = model.forward(x);
+  // Causal: the first 6 positions do not depend on the later ones.
+  Tensor prefix = model.forward(x.slice(1, 0, 6));
+  expect_close(prefix, values(full.slice(1, 0, 6)), 1e-5, 1e-5, "causal prefix");
+  const std::string path = ::testing::TempDir() + "/gpt.safetensors";
+  io::save_safetensors(path, model.state_dict());
+  nn::GPT other(tiny());
+  other.load_state_dict(io::load_safetensors(path).tensors);
+  EXPECT_EQ(values(other.forward(x)), values(full));
+  Tensor g = model.generate(x.slice(0, 0, 1), 5, 0.0);
+  EXPECT_EQ(g.sizes(), Shape({1, 15}));
+  EXPECT_EQ(values(other.generate(x.slice(0, 0, 1), 5, 0.0)), values(g));  // greedy is deterministic
+}
+
+}  // namespace
+}  // namespace kiln::test
