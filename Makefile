@@ -9,10 +9,12 @@ JOBS ?= $(shell nproc)
 # Build and test dependencies, all Debian packages.
 PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
         nlohmann-json3-dev libgtest-dev libbenchmark-dev
+# The demo trains on the text of Debian's fortune files.
+DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.
 BENCH_PKGS := libtorch-dev
 
-.PHONY: demo test check-sanitize bench build deps bench-deps clean
+.PHONY: demo test check-sanitize bench build deps demo-deps bench-deps clean
 
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -29,6 +31,9 @@ endef
 deps:
 	$(call install_missing,$(PKGS))
 
+demo-deps: deps
+	$(call install_missing,$(DEMO_PKGS))
+
 bench-deps: deps
 	$(call install_missing,$(BENCH_PKGS))
 
@@ -38,9 +43,12 @@ $(BUILD)/build.ninja: CMakeLists.txt
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
-	./$(BUILD)/bin/kiln demo
+# Trains the default character GPT (a few minutes on 2 cores; --time-limit
+# caps it on slower machines), then samples from the checkpoint.
+demo: demo-deps build
 	./$(BUILD)/bin/kiln info
+	./$(BUILD)/bin/kiln train --out $(BUILD)/demo.safetensors --time-limit 285
+	./$(BUILD)/bin/kiln generate --ckpt $(BUILD)/demo.safetensors --prompt "The meaning of life" --tokens 300 --top-k 20
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
@@ -54,6 +62,7 @@ bench: bench-deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 	./$(BUILD)/bin/kiln-bench-ops --json
+	./$(BUILD)/bin/kiln-bench-train --json --profile
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

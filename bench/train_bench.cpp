@@ -43,10 +43,10 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   manual_seed(0);
   nn::GPTConfig cfg;  // the defaults of `kiln train`
-  const int64_t batch = 32;
+  const int64_t batch = 16;  // kiln train's default
   nn::GPT model(cfg);
   optim::AdamWOptions o;
-  o.lr = 3e-3, o.beta2 = 0.99, o.weight_decay = 0.1;
+  o.lr = 4e-3, o.beta2 = 0.99, o.weight_decay = 0.1;
   optim::AdamW opt(model.parameters(), o);
   auto step = [&] {
     Tensor x = randint(0, cfg.vocab_size, {batch, cfg.block_size});

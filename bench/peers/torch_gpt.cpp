@@ -53,7 +53,7 @@ std::optional<double> gpt_train_tokens_per_second(long layers, long heads, long 
     for (auto& p : m->parameters()) params.push_back(p);
   for (auto& b : blocks)
     for (auto& p : b->parameters()) params.push_back(p);
-  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(3e-3).betas({0.9, 0.99}).weight_decay(0.1));
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(4e-3).betas({0.9, 0.99}).weight_decay(0.1));
   const auto mask = torch::ones({context, context}, torch::kBool).triu(1);
   const auto pos = torch::arange(context);
   auto step = [&] {

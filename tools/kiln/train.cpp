@@ -14,9 +14,9 @@ namespace {
 
 struct TrainArgs {
   std::string data, out = "model.safetensors";
-  int64_t layers = 4, heads = 4, width = 128, context = 128, batch = 32, steps = 600;
+  int64_t layers = 4, heads = 4, width = 128, context = 128, batch = 16, steps = 1300;
   int64_t eval_every = 100, eval_batches = 16, warmup = 30;
-  double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
+  double lr = 4e-3, min_lr = 4e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
   uint64_t seed = 0;
   int threads = 0;
   bool resume = false;
@@ -63,6 +63,7 @@ void run(const TrainArgs& a) {
     cfg = model->config();
     opt = make_opt(*model);
     load_optimizer(a.out, *opt);
+    manual_seed(a.seed + static_cast<uint64_t>(st.step));  // fresh batches, not a replay of the first ones
     std::cerr << "resumed from " << a.out << " at step " << st.step << "\n";
   } else {
     model = std::make_unique<nn::GPT>(cfg);
