@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/dtype.h"
@@ -51,6 +52,8 @@ struct TensorImpl {
   // A tensor made from a C++ number: it takes part in type promotion with
   // the lowest priority (see result_type).
   bool wrapped_number = false;
+  // Made by a view op: shares its storage with a base tensor.
+  bool is_view = false;
   std::shared_ptr<AutogradMeta> autograd;
 
   int64_t numel() const;
@@ -60,6 +63,8 @@ struct TensorImpl {
 };
 
 Shape contiguous_strides(const Shape& sizes);
+// "[2, 3]": shapes as error messages print them.
+std::string shape_str(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);
 
 }  // namespace kiln

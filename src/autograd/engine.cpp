@@ -12,12 +12,6 @@ namespace kiln {
 namespace autograd {
 namespace {
 
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Tensor without history sharing t's storage and version counter.
 Tensor alias_without_history(const Tensor& t) {
   auto impl = std::make_shared<TensorImpl>(*t.impl());

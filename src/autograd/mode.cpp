@@ -111,9 +111,14 @@ class AutogradMode final : public DispatchMode {
 
   static std::vector<Tensor> record_in_place(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
                                              std::span<const Tensor> out) {
-    for (const Tensor& o : out)
+    for (const Tensor& o : out) {
       check(!(wants_grad(o) && o.is_leaf()), op.name.c_str(),
             "a leaf tensor that requires grad is being used in an in-place operation");
+      // Recording it would need the base's history rewritten too (PyTorch's
+      // CopySlices); refuse rather than give the base a wrong gradient.
+      check(!o.impl()->is_view, op.name.c_str(),
+            "in-place operations on views are not differentiable yet; use the out-of-place op instead");
+    }
     // Inputs that are the destination are cloned first: the node must keep
     // their old values, which the copy below overwrites.
     std::vector<Tensor> values(in.begin(), in.end());

@@ -30,6 +30,12 @@ int64_t shape_numel(const Shape& sizes) {
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
 
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());
   int64_t s = 1;

@@ -91,12 +91,6 @@ bool same_layout(const Tensor& a, const Tensor& b) {
          a.dtype() == b.dtype();
 }
 
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 const OpDef& register_op(OpDef def) {
@@ -183,6 +177,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
       impl->sizes = std::move(m.sizes);
       impl->strides = std::move(m.strides);
       impl->storage_offset = m.storage_offset;
+      impl->is_view = true;
       views.emplace_back(std::move(impl));
     }
     return views;

@@ -12,12 +12,6 @@ Tensor reduce(const Tensor& loss, const std::string& reduction, const char* op) 
   return mean(loss);
 }
 
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,

@@ -7,15 +7,6 @@
 #include "kiln/nn.h"
 
 namespace kiln::nn {
-namespace {
-
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 // Calls f(dotted name, Tensor* slot, bool is_parameter) for every tensor.
 template <class F>

@@ -5,12 +5,6 @@
 
 namespace kiln::ops {
 
-std::string shape_str(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t n = std::max<int64_t>(ndim, 1);
   check(dim >= -n && dim < n, op, "dimension out of range (expected to be in range of [", -n, ", ", n - 1,

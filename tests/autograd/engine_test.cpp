@@ -81,6 +81,8 @@ TEST(Autograd, InPlaceOpsRebaseHistory) {
     x.add_(ones({3}, kFloat64));  // allowed without grad mode, as in PyTorch
   }
   expect_close(x, {2, 3, 4}, 0, 0, "no_grad in-place update of a leaf");
+  Tensor v = x * 1;
+  expect_error([&] { v.select(0, 1).mul_(2); }, {"[mul]", "views are not differentiable yet"});
 }
 
 TEST(Autograd, ModifyingASavedTensorIsAnError) {

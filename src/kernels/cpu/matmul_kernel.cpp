@@ -32,6 +32,18 @@ bool blas_view(int64_t rows, int64_t cols, int64_t srow, int64_t scol, BlasView&
   return false;
 }
 
+// Element offsets of batch `bi`'s matrices in a and b (batch dims of out).
+std::pair<int64_t, int64_t> batch_offsets(const Tensor& out, const Tensor& a, const Tensor& b, int64_t bi) {
+  int64_t oa = 0, ob = 0;
+  for (int64_t d = out.dim() - 3; d >= 0; --d) {
+    const int64_t i = bi % out.size(d);
+    bi /= out.size(d);
+    oa += i * a.stride(d);
+    ob += i * b.stride(d);
+  }
+  return {oa, ob};
+}
+
 template <typename T>
 void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b, T* c,
           int64_t ldc) {
@@ -84,13 +96,7 @@ void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
     return;
   }
   for (int64_t bi = 0; bi < batch; ++bi) {
-    int64_t oa = 0, ob = 0, rem = bi;
-    for (int64_t d = nd - 3; d >= 0; --d) {
-      const int64_t i = rem % out.size(d);
-      rem /= out.size(d);
-      oa += i * a.stride(d);
-      ob += i * b.stride(d);
-    }
+    const auto [oa, ob] = batch_offsets(out, a, b, bi);
     const T* ma = pa + oa;
     const T* mb = pb + ob;
     std::vector<T> ca, cb;
@@ -116,14 +122,8 @@ void loop_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   T* c = out.data_ptr<T>();
   parallel_for(0, batch * M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N * K, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
-      const int64_t bi = row / M, m = row % M;
-      int64_t oa = 0, ob = 0, rem = bi;
-      for (int64_t d = nd - 3; d >= 0; --d) {
-        const int64_t i = rem % out.size(d);
-        rem /= out.size(d);
-        oa += i * a.stride(d);
-        ob += i * b.stride(d);
-      }
+      const int64_t m = row % M;
+      const auto [oa, ob] = batch_offsets(out, a, b, row / M);
       const T* ma = a.data_ptr<T>() + oa + m * a.stride(nd - 2);
       const T* mb = b.data_ptr<T>() + ob;
       for (int64_t n = 0; n < N; ++n) {
