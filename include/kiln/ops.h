@@ -37,6 +37,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) or "tanh"
 Tensor silu(const Tensor& x);
+// grad * d gelu(x) / dx in one pass (the backward of gelu).
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
 Tensor erf(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);

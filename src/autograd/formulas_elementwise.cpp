@@ -38,19 +38,10 @@ const struct Register {
     register_backward("sigmoid", [](const Ctx& c) { return unary(c, g0(c) * y0(c) * (1 - y0(c))); }, kSaveOutputs);
     register_backward("relu", [](const Ctx& c) { return unary(c, g0(c) * (y0(c) > 0).to(y0(c).dtype())); },
                       kSaveOutputs);
-    register_backward("gelu", [](const Ctx& c) {
-      const Tensor& x = x0(c);
-      const Tensor cdf = (erf(x * M_SQRT1_2) + 1) * 0.5;
-      const Tensor pdf = exp(x * x * -0.5) * (1 / std::sqrt(2 * M_PI));
-      return unary(c, g0(c) * (cdf + x * pdf));
-    }, kSaveInputs);
-    register_backward("gelu_tanh", [](const Ctx& c) {
-      const Tensor& x = x0(c);
-      const double k = std::sqrt(2 / M_PI);
-      const Tensor t = tanh((x + x * x * x * 0.044715) * k);
-      const Tensor dinner = (x * x * (3 * 0.044715) + 1) * k;
-      return unary(c, g0(c) * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner));
-    }, kSaveInputs);
+    register_backward("gelu", [](const Ctx& c) { return unary(c, gelu_backward(g0(c), x0(c), "none")); },
+                      kSaveInputs);
+    register_backward("gelu_tanh", [](const Ctx& c) { return unary(c, gelu_backward(g0(c), x0(c), "tanh")); },
+                      kSaveInputs);
     register_backward("silu", [](const Ctx& c) {
       const Tensor s = sigmoid(x0(c));
       return unary(c, g0(c) * s * (x0(c) * (1 - s) + 1));
@@ -123,7 +114,7 @@ const struct Register {
                       kSaveNone);
     for (const char* name : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
                              "logical_not", "full", "arange", "linspace", "eye", "rand", "randint", "multinomial",
-                             "one_hot", "all", "any"})
+                             "one_hot", "all", "any", "gelu_backward", "gelu_tanh_backward"})
       register_nondifferentiable(name);
   }
 } register_formulas;

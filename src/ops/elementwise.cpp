@@ -59,6 +59,10 @@ const OpDef& kPow = register_op(binary_def("pow", cpu::binary_kernel<BinaryOp::P
 const OpDef& kMaximum = register_op(binary_def("maximum", cpu::binary_kernel<BinaryOp::Maximum>));
 const OpDef& kMinimum = register_op(binary_def("minimum", cpu::binary_kernel<BinaryOp::Minimum>));
 const OpDef& kFmod = register_op(binary_def("fmod", cpu::binary_kernel<BinaryOp::Fmod>));
+const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
+                                               OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::GeluBackward>}});
+const OpDef& kGeluTanhBackward = register_op(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
+                                                   OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::GeluTanhBackward>}});
 const OpDef& kEq = register_op(binary_def("eq", cpu::compare_kernel<CompareOp::Eq>, ops::broadcast_to_bool));
 const OpDef& kNe = register_op(binary_def("ne", cpu::compare_kernel<CompareOp::Ne>, ops::broadcast_to_bool));
 const OpDef& kLt = register_op(binary_def("lt", cpu::compare_kernel<CompareOp::Lt>, ops::broadcast_to_bool));
@@ -187,6 +191,12 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   check(approximate == "none" || approximate == "tanh", "gelu",
         "expected approximate to be 'none' or 'tanh' but got '", approximate, "'");
   return unary_float(approximate == "tanh" ? kGeluTanh : kGelu, x);
+}
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  check(approximate == "none" || approximate == "tanh", "gelu_backward",
+        "expected approximate to be 'none' or 'tanh' but got '", approximate, "'");
+  check(is_floating(x.dtype()), "gelu_backward", "expected a floating point input but got ", x.dtype());
+  return binary(approximate == "tanh" ? kGeluTanhBackward : kGeluBackward, grad, x);
 }
 Tensor silu(const Tensor& x) { return unary_float(kSilu, x); }
 Tensor erf(const Tensor& x) { return unary_float(kErf, x); }

@@ -26,7 +26,7 @@ void run_every_op() {
   for (auto f : {neg, abs, sign, exp, expm1, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu, silu, erf, floor,
                  ceil, round, square, logical_not, log, log1p})
     f(y + 1);
-  gelu(x), gelu(x, "tanh"), clamp(x, 0, 1);
+  gelu(x), gelu(x, "tanh"), clamp(x, 0, 1), gelu_backward(x, y), gelu_backward(x, y, "tanh");
   add(x, y), sub(x, y), mul(x, y), div(x, y), pow(y, x), maximum(x, y), minimum(x, y), fmod(x, y);
   eq(x, y), ne(x, y), lt(x, y), le(x, y), gt(x, y), ge(x, y), logical_and(x, y), logical_or(x, y), logical_xor(x, y);
   where(x > 0, x, y), masked_fill(x, x > 0, 0);

@@ -32,6 +32,15 @@ std::vector<BinaryCase> cases() {
        [](double a, double b) { return std::pow(std::fabs(a), b); }, false},
       {"fmod", [](const Tensor& a, const Tensor& b) { return fmod(a, b); },
        [](double a, double b) { return std::fmod(a, b); }, false, true},
+      {"gelu_backward", [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x); },
+       [](double g, double x) {
+         return g * (0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
+       }, false},
+      {"gelu_tanh_backward", [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x, "tanh"); },
+       [](double g, double x) {
+         const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+         return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
+       }, false},
   };
 }
 

@@ -145,6 +145,8 @@ template void binary_kernel<BinaryOp::Pow>(const OpCall&);
 template void binary_kernel<BinaryOp::Maximum>(const OpCall&);
 template void binary_kernel<BinaryOp::Minimum>(const OpCall&);
 template void binary_kernel<BinaryOp::Fmod>(const OpCall&);
+template void binary_kernel<BinaryOp::GeluBackward>(const OpCall&);
+template void binary_kernel<BinaryOp::GeluTanhBackward>(const OpCall&);
 template void compare_kernel<CompareOp::Eq>(const OpCall&);
 template void compare_kernel<CompareOp::Ne>(const OpCall&);
 template void compare_kernel<CompareOp::Lt>(const OpCall&);

@@ -130,8 +130,22 @@ void UnaryF32(int op, const float* in, float* out, size_t n, float lo, float hi)
 }
 
 template <BinaryOp OP, class D, class V>
-HWY_INLINE V ApplyBinary(D /*d*/, V a, V b, V alpha) {
+HWY_INLINE V ApplyBinary(D d, V a, V b, V alpha) {
   if constexpr (OP == BinaryOp::Add) return hn::MulAdd(alpha, b, a);
+  else if constexpr (OP == BinaryOp::GeluBackward) {
+    const V half = hn::Set(d, 0.5f);
+    const V cdf = hn::Mul(half, hn::Add(hn::Set(d, 1.0f), Erf(d, hn::Mul(b, hn::Set(d, static_cast<float>(M_SQRT1_2))))));
+    const V pdf = hn::Mul(hn::Exp(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(b, b))), hn::Set(d, 0.3989422804014327f));
+    return hn::Mul(a, hn::MulAdd(b, pdf, cdf));
+  } else if constexpr (OP == BinaryOp::GeluTanhBackward) {
+    const V one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f), k = hn::Set(d, 0.7978845608028654f);
+    const V b2 = hn::Mul(b, b);
+    const V t = hn::Tanh(d, hn::Mul(k, hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), b2), b, b)));
+    const V dinner = hn::Mul(k, hn::MulAdd(hn::Set(d, 3 * 0.044715f), b2, one));
+    const V left = hn::Mul(half, hn::Add(one, t));
+    const V right = hn::Mul(hn::Mul(half, b), hn::Mul(hn::NegMulAdd(t, t, one), dinner));
+    return hn::Mul(a, hn::Add(left, right));
+  }
   else if constexpr (OP == BinaryOp::Sub) return hn::NegMulAdd(alpha, b, a);
   else if constexpr (OP == BinaryOp::Mul) return hn::Mul(a, b);
   else if constexpr (OP == BinaryOp::Div) return hn::Div(a, b);
@@ -174,6 +188,8 @@ void BinaryF32(int op, const float* a, size_t as, const float* b, size_t bs, flo
     case BinaryOp::Div: return BinaryLoop<BinaryOp::Div>(a, as, b, bs, out, n, alpha);
     case BinaryOp::Maximum: return BinaryLoop<BinaryOp::Maximum>(a, as, b, bs, out, n, alpha);
     case BinaryOp::Minimum: return BinaryLoop<BinaryOp::Minimum>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::GeluBackward: return BinaryLoop<BinaryOp::GeluBackward>(a, as, b, bs, out, n, alpha);
+    case BinaryOp::GeluTanhBackward: return BinaryLoop<BinaryOp::GeluTanhBackward>(a, as, b, bs, out, n, alpha);
     // pow and fmod have no Highway form; libm per element, same results on every target.
     case BinaryOp::Pow:
       for (size_t i = 0; i < n; ++i) out[i] = std::pow(a[i * as], b[i * bs]);

@@ -11,7 +11,8 @@ enum class UnaryOp : uint8_t {
   Relu, GeluErf, GeluTanh, Silu, Erf, Floor, Ceil, Round, Square, Clamp
 };
 
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Fmod };
+// GeluBackward / GeluTanhBackward: (grad, x) -> grad * gelu'(x).
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Fmod, GeluBackward, GeluTanhBackward };
 
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
 

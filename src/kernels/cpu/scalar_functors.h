@@ -68,6 +68,14 @@ inline T binary_scalar(T a, T b, T alpha) {
   else if constexpr (OP == BinaryOp::Pow) {
     if constexpr (fp) return std::pow(a, b);
     else return int_pow(a, b);
+  } else if constexpr (OP == BinaryOp::GeluBackward) {
+    const T cdf = T(0.5) * (T(1) + std::erf(b * T(M_SQRT1_2)));
+    const T pdf = std::exp(T(-0.5) * b * b) * T(0.3989422804014327);  // 1 / sqrt(2 pi)
+    return a * (cdf + b * pdf);
+  } else if constexpr (OP == BinaryOp::GeluTanhBackward) {
+    const T k = std::sqrt(T(2) / T(M_PI)), c = T(0.044715);
+    const T t = std::tanh(k * (b + c * b * b * b));
+    return a * (T(0.5) * (T(1) + t) + T(0.5) * b * (T(1) - t * t) * k * (T(1) + T(3) * c * b * b));
   } else if constexpr (OP == BinaryOp::Fmod) {
     if constexpr (fp) return std::fmod(a, b);
     else {
