@@ -4,6 +4,7 @@
 // (src/autograd/formulas_*.cpp), written with ordinary ops.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -44,6 +45,12 @@ namespace autograd {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
+
+// Makes `outputs` (computed outside the dispatcher, e.g. by a templated
+// kernel) differentiable: backward(grads of outputs) must return one
+// gradient per input (undefined where none). Capture saved values detached.
+void record_function(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward);
 
 struct GradcheckOptions {
   double eps = 1e-6;

@@ -1,5 +1,6 @@
 // The one header a kiln user includes.
 #pragma once
+#include "kiln/attention.h"
 #include "kiln/autograd.h"
 #include "kiln/dispatch.h"
 #include "kiln/dtype.h"

@@ -130,7 +130,54 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const s
   return out;
 }
 
+// The node of record_function: a user backward over captured state.
+struct FunctionNode final : Node {
+  std::string fn_name;
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward;
+  std::vector<bool> needs_grad;
+  std::string name() const override { return fn_name + "_backward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    check(static_cast<bool>(backward), "backward", "trying to backward through ", fn_name,
+          " a second time; specify retain_graph=true on the first backward");
+    std::vector<Tensor> gin = backward(grads);
+    check(gin.size() == needs_grad.size(), "backward", fn_name, " returned ", gin.size(), " gradients for ",
+          needs_grad.size(), " inputs");
+    std::vector<Tensor> res;
+    for (size_t i = 0; i < gin.size(); ++i)
+      if (needs_grad[i]) res.push_back(gin[i]);
+    return res;
+  }
+  void release_saved() override { backward = nullptr; }
+};
+
 }  // namespace
+
+void record_function(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward) {
+  if (!is_grad_enabled()) return;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || t.requires_grad();
+  if (!any) return;
+  auto node = std::make_shared<FunctionNode>();
+  node->fn_name = name;
+  node->backward = std::move(backward);
+  for (const Tensor& t : inputs) {
+    const bool g = t.requires_grad();
+    node->needs_grad.push_back(g);
+    if (!g) continue;
+    const AutogradMeta& m = *t.impl()->autograd;
+    node->next_edges.push_back(m.grad_fn ? Edge{m.grad_fn, m.output_nr} : Edge{grad_accumulator(t), 0});
+  }
+  node->output_hooks.resize(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    node->output_meta.emplace_back(outputs[i].sizes(), outputs[i].dtype());
+    if (!is_floating(outputs[i].dtype())) continue;
+    AutogradMeta& m = meta(outputs[i]);
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(i);
+  }
+}
 
 Tensor SavedTensor::unpack(const std::string& op) const {
   if (!tensor.defined()) return tensor;

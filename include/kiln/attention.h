@@ -1,0 +1,135 @@
+// FlexAttention on CPU (PyTorch's torch.nn.attention.flex_attention):
+// attention with a user score_mod(score, b, h, q_idx, kv_idx) and a block-
+// sparse mask built from mask_mod(b, h, q_idx, kv_idx). The mods are template
+// parameters, so the compiler inlines them into the kernel loops.
+// Kernels: kiln/attention_kernels.h. Status: forward and backward (tiled,
+// online softmax, visiting only listed blocks); flash decoding, the KV cache
+// and captured-tensor gradients are not written yet.
+#pragma once
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "kiln/ops.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// The block structure of a mask, PyTorch's BlockMask fields: for each
+// (b, h, query block) the KV blocks that are partially masked (the kernel
+// calls mask_mod inside them) and those fully unmasked, and the same
+// transposed (per KV block, for the backward pass). B or H may be 1
+// (broadcast). int32 tensors, index lists padded with 0 past the count.
+struct BlockMaskData {
+  int64_t B = 1, H = 1, q_len = 0, kv_len = 0, block_size = 128;
+  Tensor kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices;  // (B, H, nq), (B, H, nq, nkv)
+  Tensor q_num_blocks, q_indices, full_q_num_blocks, full_q_indices;      // (B, H, nkv), (B, H, nkv, nq)
+
+  int64_t num_q_blocks() const { return (q_len + block_size - 1) / block_size; }
+  int64_t num_kv_blocks() const { return (kv_len + block_size - 1) / block_size; }
+  // Percentage of (query block, KV block) pairs that are skipped entirely.
+  double sparsity() const;
+  // One line per query block of (b, h): '#' full, '+' partial, '.' skipped.
+  std::string to_string(int64_t b = 0, int64_t h = 0) const;
+  // Builds the transposed lists from the per-query-block ones.
+  void build_transposed();
+};
+
+template <class MaskMod>
+struct BlockMask : BlockMaskData {
+  MaskMod mask_mod;
+};
+
+// ---- standard mask_mods and score_mods (callables; combine with and_masks/or_masks)
+
+struct NoopMask {
+  bool operator()(int64_t, int64_t, int64_t, int64_t) const { return true; }
+};
+struct CausalMask {
+  bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return q >= kv; }
+};
+// Causal and at most `window` positions back.
+struct SlidingWindowMask {
+  int64_t window;
+  bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return q >= kv && q - kv <= window; }
+};
+// Bidirectional over the first `prefix` positions, causal after.
+struct PrefixLMMask {
+  int64_t prefix;
+  bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return kv < prefix || q >= kv; }
+};
+// Packed documents: attend only within the same document (ids per position,
+// int64, shared by the batch or one row per batch element).
+struct DocumentMask {
+  Tensor doc_ids;  // (S) or (B, S), int64, contiguous
+  bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
+    const int64_t* d = doc_ids.data_ptr<int64_t>() + (doc_ids.dim() == 2 ? b * doc_ids.size(1) : 0);
+    return d[q] == d[kv];
+  }
+};
+template <class A, class B>
+struct AndMasks {
+  A a;
+  B b;
+  bool operator()(int64_t bi, int64_t h, int64_t q, int64_t kv) const { return a(bi, h, q, kv) && b(bi, h, q, kv); }
+};
+template <class A, class B>
+struct OrMasks {
+  A a;
+  B b;
+  bool operator()(int64_t bi, int64_t h, int64_t q, int64_t kv) const { return a(bi, h, q, kv) || b(bi, h, q, kv); }
+};
+template <class A, class B>
+AndMasks<A, B> and_masks(A a, B b) { return {a, b}; }
+template <class A, class B>
+OrMasks<A, B> or_masks(A a, B b) { return {a, b}; }
+
+// Score mods are generic in the score type: the backward pass calls them on
+// a dual number to get d(score_mod)/d(score).
+struct NoScoreMod {
+  template <class S>
+  S operator()(S s, int64_t, int64_t, int64_t, int64_t) const { return s; }
+};
+// ALiBi: score + slope[h] * (kv - q), slopes float64 (H).
+struct AlibiScore {
+  Tensor slopes;
+  template <class S>
+  S operator()(S s, int64_t, int64_t h, int64_t q, int64_t kv) const {
+    return s + S(slopes.data_ptr<double>()[h] * static_cast<double>(kv - q));
+  }
+};
+// Tanh soft-capping: cap * tanh(score / cap).
+struct SoftcapScore {
+  double cap;
+  template <class S>
+  S operator()(S s, int64_t, int64_t, int64_t, int64_t) const {
+    using std::tanh;
+    return S(cap) * tanh(s / S(cap));
+  }
+};
+// Relative position bias from a table (H, 2 * max_distance + 1), float64,
+// indexed by kv - q clamped to [-max_distance, max_distance].
+struct RelativePositionBias {
+  Tensor table;
+  int64_t max_distance;
+  template <class S>
+  S operator()(S s, int64_t, int64_t h, int64_t q, int64_t kv) const {
+    const int64_t d = std::clamp<int64_t>(kv - q, -max_distance, max_distance) + max_distance;
+    return s + S(table.data_ptr<double>()[h * table.size(1) + d]);
+  }
+};
+
+struct FlexOptions {
+  std::optional<double> scale;  // default 1 / sqrt(E)
+  bool enable_gqa = false;
+  bool return_lse = false;
+};
+
+struct FlexOutput {
+  Tensor out;  // (B, Hq, L, Ev), q's dtype
+  Tensor lse;  // (B, Hq, L) float32, natural log; defined when return_lse
+};
+
+}  // namespace kiln
+
+#include "kiln/attention_kernels.h"

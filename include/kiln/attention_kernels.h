@@ -1,0 +1,279 @@
+// Templates behind kiln/attention.h: create_block_mask, the dual number used
+// to differentiate score_mods, and the tiled forward and backward kernels.
+// Included by attention.h; not meant to be included directly.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kiln/autograd.h"
+#include "kiln/error.h"
+#include "kiln/runtime.h"
+
+namespace kiln {
+
+// Evaluates mask_mod on every (q, kv) of every block pair and classifies the
+// blocks. Q_LEN and KV_LEN need not be multiples of block_size.
+template <class MaskMod>
+BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int64_t q_len, int64_t kv_len,
+                                     int64_t block_size = 128) {
+  check(B >= 1 && H >= 1 && q_len >= 0 && kv_len >= 0 && block_size >= 1, "create_block_mask",
+        "invalid sizes B=", B, " H=", H, " Q_LEN=", q_len, " KV_LEN=", kv_len, " block_size=", block_size);
+  BlockMask<MaskMod> m;
+  m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
+  m.mask_mod = mask_mod;
+  const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
+  m.kv_num_blocks = zeros({B, H, nq}, kInt32);
+  m.full_kv_num_blocks = zeros({B, H, nq}, kInt32);
+  m.kv_indices = zeros({B, H, nq, std::max<int64_t>(nk, 1)}, kInt32);
+  m.full_kv_indices = zeros({B, H, nq, std::max<int64_t>(nk, 1)}, kInt32);
+  int32_t* pn = m.kv_num_blocks.template data_ptr<int32_t>();
+  int32_t* fn = m.full_kv_num_blocks.template data_ptr<int32_t>();
+  int32_t* pi = m.kv_indices.template data_ptr<int32_t>();
+  int32_t* fi = m.full_kv_indices.template data_ptr<int32_t>();
+  parallel_for(0, B * H * nq, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t b = row / (H * nq), h = (row / nq) % H, qb = row % nq;
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        int64_t on = 0, total = 0;
+        for (int64_t q = qb * block_size; q < std::min(q_len, (qb + 1) * block_size); ++q)
+          for (int64_t kv = kb * block_size; kv < std::min(kv_len, (kb + 1) * block_size); ++kv) {
+            on += mask_mod(b, h, q, kv) ? 1 : 0;
+            ++total;
+          }
+        if (on == 0) continue;
+        if (on == total) fi[row * std::max<int64_t>(nk, 1) + fn[row]++] = static_cast<int32_t>(kb);
+        else pi[row * std::max<int64_t>(nk, 1) + pn[row]++] = static_cast<int32_t>(kb);
+      }
+    }
+  });
+  m.build_transposed();
+  return m;
+}
+
+namespace attention_detail {
+
+// Forward-mode dual number: value and derivative with respect to the score.
+template <class T>
+struct Dual {
+  T v, d;
+  Dual(T value = 0, T deriv = 0) : v(value), d(deriv) {}  // NOLINT: built from plain numbers in score_mods
+  friend Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.d + b.d}; }
+  friend Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.d - b.d}; }
+  friend Dual operator*(Dual a, Dual b) { return {a.v * b.v, a.d * b.v + a.v * b.d}; }
+  friend Dual operator/(Dual a, Dual b) { return {a.v / b.v, (a.d * b.v - a.v * b.d) / (b.v * b.v)}; }
+  friend Dual tanh(Dual a) {
+    const T t = std::tanh(a.v);
+    return {t, a.d * (1 - t * t)};
+  }
+  friend Dual exp(Dual a) {
+    const T e = std::exp(a.v);
+    return {e, a.d * e};
+  }
+};
+
+template <class T>
+T dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// The blocks (partial first) of one (b, h, row-block) of a block mask.
+struct BlockList {
+  const int32_t* partial;
+  int64_t n_partial;
+  const int32_t* full;
+  int64_t n_full;
+};
+inline BlockList block_list(const Tensor& num, const Tensor& idx, const Tensor& fnum, const Tensor& fidx, int64_t B,
+                            int64_t H, int64_t b, int64_t h, int64_t blk) {
+  const int64_t bb = B == 1 ? 0 : b, hh = H == 1 ? 0 : h;
+  const int64_t nrows = num.size(2), width = idx.size(3);
+  const int64_t row = (bb * H + hh) * nrows + blk;
+  return {idx.data_ptr<int32_t>() + row * width, num.data_ptr<int32_t>()[row], fidx.data_ptr<int32_t>() + row * width,
+          fnum.data_ptr<int32_t>()[row]};
+}
+
+struct Shapes {
+  int64_t B, Hq, Hkv, L, S, E, Ev, group;
+  double scale;
+};
+
+Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m, const FlexOptions& o);
+
+// Out (B, Hq, L, Ev) and lse (B, Hq, L) from contiguous T inputs.
+template <class T, class ScoreMod, class MaskMod>
+void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s, const BlockMask<MaskMod>& m,
+             const ScoreMod& score_mod) {
+  const int64_t bs = m.block_size, nq = m.num_q_blocks();
+  parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> scores(static_cast<size_t>(bs)), acc(static_cast<size_t>(s.Ev));
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
+      const BlockList bl = block_list(m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.B,
+                                      m.H, b, h, qb);
+      const T* K = k + (b * s.Hkv + hk) * s.S * s.E;
+      const T* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
+      for (int64_t i = qb * bs; i < std::min(s.L, (qb + 1) * bs); ++i) {
+        const T* Q = q + ((b * s.Hq + h) * s.L + i) * s.E;
+        T mx = -std::numeric_limits<T>::infinity(), l = 0;
+        std::fill(acc.begin(), acc.end(), T(0));
+        for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
+          const bool partial = n < bl.n_partial;
+          const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
+          const int64_t k0 = kb * bs, k1 = std::min(s.S, k0 + bs);
+          T bmax = -std::numeric_limits<T>::infinity();
+          for (int64_t j = k0; j < k1; ++j) {
+            T sc = score_mod(static_cast<T>(dot(Q, K + j * s.E, s.E) * s.scale), b, h, i, j);
+            if (partial && !m.mask_mod(b, h, i, j)) sc = -std::numeric_limits<T>::infinity();
+            scores[j - k0] = sc;
+            bmax = std::max(bmax, sc);
+          }
+          if (bmax == -std::numeric_limits<T>::infinity()) continue;
+          const T nmax = std::max(mx, bmax);
+          const T corr = mx == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(mx - nmax);
+          l *= corr;
+          for (T& a : acc) a *= corr;
+          for (int64_t j = k0; j < k1; ++j) {
+            const T p = std::exp(scores[j - k0] - nmax);  // exp(-inf) = 0 for masked
+            l += p;
+            const T* Vj = V + j * s.Ev;
+            for (int64_t e = 0; e < s.Ev; ++e) acc[e] += p * Vj[e];
+          }
+          mx = nmax;
+        }
+        T* O = out + ((b * s.Hq + h) * s.L + i) * s.Ev;
+        // A fully masked row: output 0 and lse -inf, as in PyTorch.
+        for (int64_t e = 0; e < s.Ev; ++e) O[e] = l > 0 ? acc[e] / l : T(0);
+        lse[(b * s.Hq + h) * s.L + i] = l > 0 ? mx + std::log(l) : -std::numeric_limits<T>::infinity();
+      }
+    }
+  });
+}
+
+// dq, dk, dv from the saved output and lse (FlashAttention-2's recurrence),
+// walking the transposed block lists. One task per (b, KV head) so the query
+// heads sharing a KV head (GQA) add into dk/dv without races.
+template <class T, class ScoreMod, class MaskMod>
+void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+              const Shapes& s, const BlockMask<MaskMod>& m, const ScoreMod& score_mod) {
+  const int64_t bs = m.block_size, nk = m.num_kv_blocks();
+  parallel_for(0, s.B * s.Hkv, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> delta(static_cast<size_t>(s.L));
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t b = task / s.Hkv, hk = task % s.Hkv;
+      const T* K = k + (b * s.Hkv + hk) * s.S * s.E;
+      const T* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
+      T* dK = dk + (b * s.Hkv + hk) * s.S * s.E;
+      T* dV = dv + (b * s.Hkv + hk) * s.S * s.Ev;
+      for (int64_t h = hk * s.group; h < (hk + 1) * s.group; ++h) {
+        const int64_t off = (b * s.Hq + h) * s.L;
+        for (int64_t i = 0; i < s.L; ++i) delta[i] = dot(dout + (off + i) * s.Ev, out + (off + i) * s.Ev, s.Ev);
+        for (int64_t kb = 0; kb < nk; ++kb) {
+          const BlockList bl = block_list(m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, m.B, m.H,
+                                          b, h, kb);
+          for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
+            const bool partial = n < bl.n_partial;
+            const int64_t qb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
+            for (int64_t i = qb * bs; i < std::min(s.L, (qb + 1) * bs); ++i) {
+              const T li = lse[off + i];
+              if (li == -std::numeric_limits<T>::infinity()) continue;
+              const T* Q = q + (off + i) * s.E;
+              const T* dO = dout + (off + i) * s.Ev;
+              T* dQ = dq + (off + i) * s.E;
+              for (int64_t j = kb * bs; j < std::min(s.S, (kb + 1) * bs); ++j) {
+                if (partial && !m.mask_mod(b, h, i, j)) continue;
+                const Dual<T> sd = score_mod(Dual<T>(static_cast<T>(dot(Q, K + j * s.E, s.E) * s.scale), T(1)), b, h, i, j);
+                const T p = std::exp(sd.v - li);
+                const T* Vj = V + j * s.Ev;
+                T dp = 0;
+                for (int64_t e = 0; e < s.Ev; ++e) {
+                  dV[j * s.Ev + e] += p * dO[e];
+                  dp += dO[e] * Vj[e];
+                }
+                const T ds = p * (dp - delta[i]) * sd.d * static_cast<T>(s.scale);
+                const T* Kj = K + j * s.E;
+                for (int64_t e = 0; e < s.E; ++e) {
+                  dQ[e] += ds * Kj[e];
+                  dK[j * s.E + e] += ds * Q[e];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+Tensor as_compute(const Tensor& t) {
+  return t.to(dtype_of<T>::value).contiguous();
+}
+
+template <class T, class ScoreMod, class MaskMod>
+FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
+               const BlockMask<MaskMod>& m, const FlexOptions& opt) {
+  const Shapes s = check_inputs(q, k, v, m, opt);
+  Tensor qc, kc, vc;
+  {
+    NoGradGuard no_grad;
+    qc = as_compute<T>(q), kc = as_compute<T>(k), vc = as_compute<T>(v);
+  }
+  Tensor out = empty({s.B, s.Hq, s.L, s.Ev}, dtype_of<T>::value);
+  // The backward pass needs lse at the compute precision; callers get float32.
+  Tensor lse = empty({s.B, s.Hq, s.L}, dtype_of<T>::value);
+  forward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), out.data_ptr<T>(), lse.data_ptr<T>(), s, m,
+             score_mod);
+  Tensor result;
+  {
+    NoGradGuard no_grad;
+    result = out.to(q.dtype());
+  }
+  // The closure keeps the compute-dtype copies; `saved_out` is an alias
+  // without history, so the graph holds no cycle through the result.
+  const Tensor saved_out = out.detach();
+  const DType dq_t = q.dtype(), dk_t = k.dtype(), dv_t = v.dtype();
+  autograd::record_function("flex_attention", {q, k, v}, {result},
+                            [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+                              NoGradGuard no_grad;
+                              const Tensor go = as_compute<T>(grads[0]);
+                              Tensor dq = zeros(qc.sizes(), dtype_of<T>::value), dk = zeros(kc.sizes(), dtype_of<T>::value),
+                                     dv = zeros(vc.sizes(), dtype_of<T>::value);
+                              backward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), saved_out.data_ptr<T>(),
+                                          lse.data_ptr<T>(), go.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
+                                          dv.data_ptr<T>(), s, m, score_mod);
+                              return {dq.to(dq_t), dk.to(dk_t), dv.to(dv_t)};
+                            });
+  Tensor lse_out;
+  if (opt.return_lse) {
+    NoGradGuard no_grad;
+    lse_out = lse.to(kFloat32);
+  }
+  return {result, lse_out};
+}
+
+}  // namespace attention_detail
+
+// q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev). Differentiable in
+// q, k and v (not yet in tensors captured by the mods).
+template <class ScoreMod, class MaskMod>
+FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod,
+                          const BlockMask<MaskMod>& block_mask, FlexOptions options = {}) {
+  if (q.dtype() == kFloat64) return attention_detail::run<double>(q, k, v, score_mod, block_mask, options);
+  return attention_detail::run<float>(q, k, v, score_mod, block_mask, options);
+}
+
+// Without a block mask: every position attends to every position.
+template <class ScoreMod = NoScoreMod>
+FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod = {},
+                          FlexOptions options = {}) {
+  check(q.dim() == 4 && k.dim() == 4, "flex_attention", "expected 4-D q and k but got ", shape_str(q.sizes()), " and ",
+        shape_str(k.sizes()));
+  const auto m = create_block_mask(NoopMask{}, 1, 1, q.size(2), k.size(2));
+  return flex_attention(q, k, v, score_mod, m, options);
+}
+
+}  // namespace kiln

@@ -1,0 +1,87 @@
+// The non-template parts of FlexAttention: BlockMask's transposed lists,
+// picture and sparsity, and the input checks of flex_attention.
+#include <cmath>
+#include <sstream>
+
+#include "kiln/attention.h"
+
+namespace kiln {
+
+void BlockMaskData::build_transposed() {
+  const int64_t nq = num_q_blocks(), nk = num_kv_blocks();
+  q_num_blocks = zeros({B, H, nk}, kInt32);
+  full_q_num_blocks = zeros({B, H, nk}, kInt32);
+  q_indices = zeros({B, H, nk, std::max<int64_t>(nq, 1)}, kInt32);
+  full_q_indices = zeros({B, H, nk, std::max<int64_t>(nq, 1)}, kInt32);
+  const int64_t kw = kv_indices.size(3), qw = q_indices.size(3);
+  auto fill = [&](const Tensor& num, const Tensor& idx, const Tensor& tnum, const Tensor& tidx) {
+    const int32_t* n = num.data_ptr<int32_t>();
+    const int32_t* ix = idx.data_ptr<int32_t>();
+    int32_t* tn = tnum.data_ptr<int32_t>();
+    int32_t* ti = tidx.data_ptr<int32_t>();
+    for (int64_t bh = 0; bh < B * H; ++bh)
+      for (int64_t qb = 0; qb < nq; ++qb)  // ascending qb keeps each transposed list sorted
+        for (int64_t c = 0; c < n[bh * nq + qb]; ++c) {
+          const int64_t kb = ix[(bh * nq + qb) * kw + c];
+          ti[(bh * nk + kb) * qw + tn[bh * nk + kb]++] = static_cast<int32_t>(qb);
+        }
+  };
+  fill(kv_num_blocks, kv_indices, q_num_blocks, q_indices);
+  fill(full_kv_num_blocks, full_kv_indices, full_q_num_blocks, full_q_indices);
+}
+
+double BlockMaskData::sparsity() const {
+  const double total = static_cast<double>(B * H * num_q_blocks() * num_kv_blocks());
+  if (total == 0) return 0;
+  const double used = sum(kv_num_blocks).item<double>() + sum(full_kv_num_blocks).item<double>();
+  return 100.0 * (1.0 - used / total);
+}
+
+std::string BlockMaskData::to_string(int64_t b, int64_t h) const {
+  check(b >= 0 && b < B && h >= 0 && h < H, "BlockMask", "to_string(", b, ", ", h, ") outside B=", B, ", H=", H);
+  const int64_t nq = num_q_blocks(), nk = num_kv_blocks();
+  std::ostringstream os;
+  os << "BlockMask(B=" << B << ", H=" << H << ", Q_LEN=" << q_len << ", KV_LEN=" << kv_len
+     << ", block_size=" << block_size << ", sparsity=" << sparsity() << "%)\n";
+  const int64_t row0 = (b * H + h) * nq;
+  for (int64_t qb = 0; qb < nq; ++qb) {
+    std::string line(static_cast<size_t>(nk), '.');
+    for (int64_t c = 0; c < kv_num_blocks.data_ptr<int32_t>()[row0 + qb]; ++c)
+      line[kv_indices.data_ptr<int32_t>()[(row0 + qb) * kv_indices.size(3) + c]] = '+';
+    for (int64_t c = 0; c < full_kv_num_blocks.data_ptr<int32_t>()[row0 + qb]; ++c)
+      line[full_kv_indices.data_ptr<int32_t>()[(row0 + qb) * full_kv_indices.size(3) + c]] = '#';
+    os << line << "\n";
+  }
+  return os.str();
+}
+
+namespace attention_detail {
+
+Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m, const FlexOptions& o) {
+  const char* op = "flex_attention";
+  check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, "expected 4-D q, k, v (B, H, L, E) but got ",
+        shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+  check(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
+        "expected q, k, v of one floating dtype but got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
+  Shapes s{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 1, 0};
+  check(k.size(0) == s.B && v.size(0) == s.B, op, "batch sizes differ: q ", shape_str(q.sizes()), ", k ",
+        shape_str(k.sizes()), ", v ", shape_str(v.sizes()));
+  check(k.size(3) == s.E, op, "q and k need the same head dim, got ", s.E, " and ", k.size(3));
+  check(v.size(1) == s.Hkv && v.size(2) == s.S, op, "k ", shape_str(k.sizes()), " and v ", shape_str(v.sizes()),
+        " need the same heads and length");
+  if (s.Hq != s.Hkv) {
+    check(o.enable_gqa, op, "q has ", s.Hq, " heads and k/v ", s.Hkv, ": set enable_gqa for grouped-query attention");
+    check(s.Hkv > 0 && s.Hq % s.Hkv == 0, op, "with enable_gqa, q heads (", s.Hq, ") must be a multiple of kv heads (",
+          s.Hkv, ")");
+    s.group = s.Hq / s.Hkv;
+  }
+  check((m.B == 1 || m.B == s.B) && (m.H == 1 || m.H == s.Hq), op, "block mask of B=", m.B, ", H=", m.H,
+        " does not broadcast to B=", s.B, ", H=", s.Hq);
+  check(m.q_len == s.L && m.kv_len == s.S, op, "block mask was built for Q_LEN=", m.q_len, ", KV_LEN=", m.kv_len,
+        " but q has length ", s.L, " and k ", s.S);
+  s.scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(s.E)));
+  return s;
+}
+
+}  // namespace attention_detail
+}  // namespace kiln

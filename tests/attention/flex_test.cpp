@@ -1,0 +1,220 @@
+// FlexAttention against a dense float64 reference built from ops
+// (materialised scores, explicit mask, softmax), forward and backward.
+#include <cmath>
+#include <limits>
+
+#include "kiln/attention.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Dense reference. mask (B, Hq, L, S) bool, bias (Hq, L, S) added to the
+// scaled scores (may be undefined), softcap applied after the bias when > 0.
+struct Dense {
+  Tensor out, lse;
+};
+Dense dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& bias,
+                      double softcap) {
+  const int64_t Hq = q.size(1), Hkv = k.size(1), group = Hq / Hkv;
+  const Tensor heads = div(arange(Hq), wrapped_scalar(group)).to(kInt64);
+  const Tensor ke = index_select(k, 1, heads), ve = index_select(v, 1, heads);
+  Tensor s = matmul(q, ke.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(q.size(3))));
+  if (softcap > 0) s = tanh(s / softcap) * softcap;
+  if (bias.defined()) s = s + bias;
+  s = masked_fill(s, logical_not(mask), -kInf);
+  const Tensor lse = logsumexp(s, {-1});
+  const Tensor dead = eq(lse, wrapped_scalar(-kInf)).unsqueeze(-1);
+  const Tensor p = where(dead, zeros_like(s), softmax(s, -1));
+  return {matmul(p, ve), lse};
+}
+
+template <class MaskMod>
+Tensor dense_mask(const MaskMod& m, int64_t B, int64_t H, int64_t L, int64_t S) {
+  Tensor t = empty({B, H, L, S}, kBool);
+  bool* p = t.data_ptr<bool>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t j = 0; j < S; ++j) *p++ = m(b, h, i, j);
+  return t;
+}
+
+struct Inputs {
+  Tensor q, k, v;
+};
+Inputs make_qkv(int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S, int64_t E, int64_t Ev, DType dt = kFloat64) {
+  return {randn({B, Hq, L, E}, kFloat64).to(dt).requires_grad_(), randn({B, Hkv, S, E}, kFloat64).to(dt).requires_grad_(),
+          randn({B, Hkv, S, Ev}, kFloat64).to(dt).requires_grad_()};
+}
+
+// Compares forward, lse and the q/k/v gradients with the dense reference.
+template <class ScoreMod, class MaskMod>
+void check_against_dense(const std::string& what, const Inputs& in, const ScoreMod& sm, const BlockMask<MaskMod>& bm,
+                         const Tensor& bias, double softcap, FlexOptions opt = {}) {
+  opt.return_lse = true;
+  const int64_t B = in.q.size(0), Hq = in.q.size(1), L = in.q.size(2), S = in.k.size(2);
+  FlexOutput got = flex_attention(in.q, in.k, in.v, sm, bm, opt);
+  const Tensor q64 = in.q.to(kFloat64).detach().requires_grad_(), k64 = in.k.to(kFloat64).detach().requires_grad_(),
+               v64 = in.v.to(kFloat64).detach().requires_grad_();
+  Dense ref = dense_attention(q64, k64, v64, dense_mask(bm.mask_mod, B, Hq, L, S), bias, softcap);
+  const bool f64 = in.q.dtype() == kFloat64;
+  const double tol = f64 ? 1e-10 : (in.q.dtype() == kFloat32 ? 1e-5 : 3e-2);
+  expect_close(got.out, values(ref.out), tol, tol, what + " out");
+  expect_close(got.lse, values(ref.lse), 1e-5, 1e-5, what + " lse");
+  if (!f64) return;
+  const Tensor go = randn(ref.out.sizes(), kFloat64);
+  auto want = autograd::grad({ref.out}, {q64, k64, v64}, {go});
+  auto have = autograd::grad({got.out}, {in.q, in.k, in.v}, {go});
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; ++i) expect_close(have[i], values(want[i]), 1e-9, 1e-9, what + " " + names[i]);
+}
+
+TEST(FlexAttention, StandardMasksOddLengthsGqaAndBroadcast) {
+  manual_seed(40);
+  const int64_t B = 2, Hq = 4, Hkv = 2, L = 37, S = 53, E = 8, Ev = 6, bs = 16;
+  Inputs in = make_qkv(B, Hq, Hkv, L, S, E, Ev);
+  FlexOptions gqa;
+  gqa.enable_gqa = true;
+  Tensor docs = tensor<int64_t>(std::vector<int64_t>(S, 0));
+  for (int64_t j = 0; j < S; ++j) docs.data_ptr<int64_t>()[j] = j < 10 ? 0 : (j < 30 ? 1 : 2);
+  check_against_dense("noop", in, NoScoreMod{}, create_block_mask(NoopMask{}, 1, 1, L, S, bs), {}, 0, gqa);
+  check_against_dense("causal", in, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, L, S, bs), {}, 0, gqa);
+  check_against_dense("causal per (B, H)", in, NoScoreMod{}, create_block_mask(CausalMask{}, B, Hq, L, S, bs), {}, 0, gqa);
+  check_against_dense("sliding window", in, NoScoreMod{}, create_block_mask(SlidingWindowMask{7}, 1, 1, L, S, bs), {}, 0, gqa);
+  check_against_dense("prefix lm", in, NoScoreMod{}, create_block_mask(PrefixLMMask{12}, 1, 1, L, S, bs), {}, 0, gqa);
+  check_against_dense("document", in, NoScoreMod{}, create_block_mask(DocumentMask{docs}, 1, 1, L, S, bs), {}, 0, gqa);
+  check_against_dense("and(causal, window)", in, NoScoreMod{},
+                      create_block_mask(and_masks(CausalMask{}, SlidingWindowMask{20}), 1, 1, L, S, bs), {}, 0, gqa);
+  check_against_dense("or(prefix, window)", in, NoScoreMod{},
+                      create_block_mask(or_masks(PrefixLMMask{5}, SlidingWindowMask{3}), 1, Hq, L, S, bs), {}, 0, gqa);
+}
+
+TEST(FlexAttention, ScoreModsWithCapturedTensors) {
+  manual_seed(41);
+  const int64_t L = 29, S = 29, H = 3, bs = 8;
+  Inputs in = make_qkv(1, H, H, L, S, 5, 5);
+  const auto causal = create_block_mask(CausalMask{}, 1, 1, L, S, bs);
+  check_against_dense("softcap", in, SoftcapScore{2.0}, causal, {}, 2.0);
+  Tensor slopes = tensor<double>({0.5, 0.25, 0.125});
+  Tensor alibi = empty({H, L, S}, kFloat64);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < S; ++j) alibi.data_ptr<double>()[(h * L + i) * S + j] = slopes.data_ptr<double>()[h] * (j - i);
+  check_against_dense("alibi", in, AlibiScore{slopes}, causal, alibi, 0);
+  const int64_t maxd = 4;
+  Tensor table = randn({H, 2 * maxd + 1}, kFloat64);
+  Tensor rel = empty({H, L, S}, kFloat64);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        rel.data_ptr<double>()[(h * L + i) * S + j] =
+            table.data_ptr<double>()[h * (2 * maxd + 1) + std::clamp<int64_t>(j - i, -maxd, maxd) + maxd];
+  check_against_dense("relative position bias", in, RelativePositionBias{table, maxd}, causal, rel, 0);
+}
+
+TEST(FlexAttention, FullyMaskedRowsGiveZeroAndMinusInfinity) {
+  manual_seed(42);
+  Inputs in = make_qkv(1, 2, 2, 20, 20, 4, 4);
+  auto shifted = [](int64_t, int64_t, int64_t q, int64_t kv) { return q >= kv + 3; };  // rows 0-2 see nothing
+  const auto bm = create_block_mask(shifted, 1, 1, 20, 20, 8);
+  FlexOptions o;
+  o.return_lse = true;
+  FlexOutput r = flex_attention(in.q, in.k, in.v, NoScoreMod{}, bm, o);
+  const auto out = values(r.out), lse = values(r.lse);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(lse[i], -kInf);
+    for (int64_t e = 0; e < 4; ++e) EXPECT_EQ(out[i * 4 + e], 0.0);
+  }
+  EXPECT_FALSE(std::isnan(sum(r.out).item<double>()));
+  check_against_dense("shifted causal", in, NoScoreMod{}, bm, {}, 0);
+}
+
+TEST(FlexAttention, LowPrecisionAndScaleOption) {
+  manual_seed(43);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    Inputs in = make_qkv(1, 2, 2, 33, 33, 16, 16, dt);
+    FlexOutput r = flex_attention(in.q, in.k, in.v, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 33, 33, 16));
+    EXPECT_EQ(r.out.dtype(), dt);
+    EXPECT_FALSE(r.lse.defined());  // only with return_lse
+    check_against_dense(std::string("causal ") + dtype_name(dt), in, NoScoreMod{},
+                        create_block_mask(CausalMask{}, 1, 1, 33, 33, 16), {}, 0);
+  }
+  Inputs in = make_qkv(1, 1, 1, 9, 9, 4, 4);
+  FlexOptions o;
+  o.scale = 0.3;
+  FlexOutput r = flex_attention(in.q, in.k, in.v, NoScoreMod{}, o);
+  // scale 0.3 equals the default scale applied to q * 0.3 * sqrt(E).
+  FlexOutput ref = flex_attention((in.q * (0.3 * 2.0)).detach(), in.k.detach(), in.v.detach());
+  expect_close(r.out, values(ref.out), 1e-12, 1e-12, "scale option");
+}
+
+TEST(FlexAttention, GradcheckWithSoftcapAndWindow) {
+  manual_seed(44);
+  Inputs in = make_qkv(1, 2, 1, 6, 7, 3, 2);
+  FlexOptions o;
+  o.enable_gqa = true;
+  const auto bm = create_block_mask(SlidingWindowMask{2}, 1, 1, 6, 7, 4);
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const std::vector<Tensor>& v) {
+        return std::vector<Tensor>{flex_attention(v[0], v[1], v[2], SoftcapScore{1.5}, bm, o).out};
+      },
+      {in.q, in.k, in.v}));
+}
+
+TEST(FlexAttention, BlockMaskListsMatchADenseEvaluation) {
+  const int64_t L = 70, S = 45, bs = 16;
+  const auto m = create_block_mask(SlidingWindowMask{20}, 2, 1, L, S, bs);
+  const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
+  EXPECT_EQ(nq, 5);
+  EXPECT_EQ(nk, 3);
+  int64_t used = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t qb = 0; qb < nq; ++qb) {
+      std::vector<char> kind(nk, '.');
+      const int64_t row = b * nq + qb;
+      for (int64_t c = 0; c < m.kv_num_blocks.data_ptr<int32_t>()[row]; ++c)
+        kind[m.kv_indices.data_ptr<int32_t>()[row * nk + c]] = '+';
+      for (int64_t c = 0; c < m.full_kv_num_blocks.data_ptr<int32_t>()[row]; ++c)
+        kind[m.full_kv_indices.data_ptr<int32_t>()[row * nk + c]] = '#';
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        int64_t on = 0, all = 0;
+        for (int64_t i = qb * bs; i < std::min(L, (qb + 1) * bs); ++i)
+          for (int64_t j = kb * bs; j < std::min(S, (kb + 1) * bs); ++j) on += m.mask_mod(b, 0, i, j), ++all;
+        const char want = on == 0 ? '.' : (on == all ? '#' : '+');
+        EXPECT_EQ(kind[kb], want) << "b " << b << " q block " << qb << " kv block " << kb;
+        used += want != '.';
+        // The transposed lists name the same pairs.
+        const int64_t trow = b * nk + kb;
+        bool listed = false;
+        const Tensor& n = want == '#' ? m.full_q_num_blocks : m.q_num_blocks;
+        const Tensor& ix = want == '#' ? m.full_q_indices : m.q_indices;
+        for (int64_t c = 0; c < n.data_ptr<int32_t>()[trow]; ++c) listed = listed || ix.data_ptr<int32_t>()[trow * nq + c] == qb;
+        if (want != '.') {
+          EXPECT_TRUE(listed);
+        }
+      }
+    }
+  EXPECT_NEAR(m.sparsity(), 100.0 * (1.0 - used / 30.0), 1e-9);
+  const auto causal = create_block_mask(CausalMask{}, 1, 1, 64, 64, 16);
+  EXPECT_NE(causal.to_string().find("+...\n#+..\n##+.\n###+\n"), std::string::npos) << causal.to_string();
+  EXPECT_NEAR(causal.sparsity(), 37.5, 1e-9);
+}
+
+TEST(FlexAttention, Errors) {
+  Tensor q = randn({1, 4, 8, 4}), k = randn({1, 2, 8, 4}), v = randn({1, 2, 8, 4});
+  expect_error([&] { flex_attention(q, k, v); }, {"[flex_attention]", "enable_gqa"});
+  FlexOptions o;
+  o.enable_gqa = true;
+  expect_error([&] { flex_attention(randn({1, 3, 8, 4}), k, v, NoScoreMod{}, o); }, {"[flex_attention]", "multiple"});
+  expect_error([&] { flex_attention(q, randn({1, 2, 8, 5}), v, NoScoreMod{}, o); }, {"[flex_attention]", "head dim"});
+  expect_error([&] { flex_attention(q, k, v.to(kFloat64), NoScoreMod{}, o); }, {"[flex_attention]", "float64"});
+  const auto bm = create_block_mask(CausalMask{}, 1, 1, 16, 16, 8);
+  expect_error([&] { flex_attention(q, k, v, NoScoreMod{}, bm, o); }, {"[flex_attention]", "Q_LEN=16"});
+  expect_error([&] { flex_attention(q.view({4, 8, 4}), k, v); }, {"[flex_attention]", "4-D"});
+}
+
+}  // namespace
+}  // namespace kiln::test
