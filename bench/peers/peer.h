@@ -16,4 +16,8 @@ std::optional<double> softmax_seconds(long rows, long cols, int threads);
 std::optional<double> gpt_train_tokens_per_second(long layers, long heads, long width, long context, long vocab,
                                                   long batch, int steps, int threads);
 
+// Best-of-n seconds of dense causal attention in libtorch (materialised
+// scores, masked_fill, softmax, matmul), float32, (1, H, L, E).
+std::optional<double> dense_causal_attention_seconds(long heads, long len, long dim, int threads);
+
 }  // namespace kiln::bench::peer

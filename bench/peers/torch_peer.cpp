@@ -23,4 +23,18 @@ std::optional<double> softmax_seconds(long rows, long cols, int threads) {
   return time_best([&] { y = torch::softmax(x, -1); });
 }
 
+std::optional<double> dense_causal_attention_seconds(long heads, long len, long dim, int threads) {
+  torch::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  auto q = torch::randn({1, heads, len, dim}), k = torch::randn({1, heads, len, dim}), v = torch::randn({1, heads, len, dim});
+  const auto mask = torch::ones({len, len}, torch::kBool).triu(1);
+  torch::Tensor y;
+  return time_best(
+      [&] {
+        auto s = torch::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(dim)));
+        y = torch::matmul(torch::softmax(s.masked_fill(mask, -INFINITY), -1), v);
+      },
+      2);
+}
+
 }  // namespace kiln::bench::peer

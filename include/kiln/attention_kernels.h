@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "kiln/attention_simd.h"
 #include "kiln/autograd.h"
 #include "kiln/error.h"
 #include "kiln/runtime.h"
@@ -103,51 +105,91 @@ struct Shapes {
 
 Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m, const FlexOptions& o);
 
-// Out (B, Hq, L, Ev) and lse (B, Hq, L) from contiguous T inputs.
+// Scores of one query row against keys k0..k0+n (kt: the block transposed, E x bs).
+template <class T>
+void scores_row(const T* q, const T* kt, int64_t bs, int64_t E, int64_t n, T scale, T* s) {
+  if constexpr (std::is_same_v<T, float>) {
+    attention_simd::scores_row(q, kt, bs, E, n, scale, s);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      T acc = 0;
+      for (int64_t e = 0; e < E; ++e) acc += q[e] * kt[e * bs + j];
+      s[j] = acc * scale;
+    }
+  }
+}
+template <class T>
+T exp_sub_sum(T* s, int64_t n, T mx) {
+  if constexpr (std::is_same_v<T, float>) return attention_simd::exp_sub_sum(s, n, mx);
+  T sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  return sum;
+}
+template <class T>
+void scale_accumulate(T* acc, T corr, const T* p, const T* v, int64_t n, int64_t Ev) {
+  if constexpr (std::is_same_v<T, float>) {
+    attention_simd::scale_accumulate(acc, corr, p, v, n, Ev);
+  } else {
+    for (int64_t e = 0; e < Ev; ++e) {
+      T a = acc[e] * corr;
+      for (int64_t j = 0; j < n; ++j) a += p[j] * v[j * Ev + e];
+      acc[e] = a;
+    }
+  }
+}
+
+// Out (B, Hq, L, Ev) and lse (B, Hq, L) from contiguous T inputs. One task
+// per (b, h, query block); KV blocks outer so each block of K is transposed
+// once and reused by every row; per-row online-softmax state (max, sum, acc).
 template <class T, class ScoreMod, class MaskMod>
 void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s, const BlockMask<MaskMod>& m,
              const ScoreMod& score_mod) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t bs = m.block_size, nq = m.num_q_blocks();
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> scores(static_cast<size_t>(bs)), acc(static_cast<size_t>(s.Ev));
+    std::vector<T> sc(static_cast<size_t>(bs)), kt(static_cast<size_t>(bs * s.E));
+    std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), acc(static_cast<size_t>(bs * s.Ev));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
       const BlockList bl = block_list(m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.B,
                                       m.H, b, h, qb);
       const T* K = k + (b * s.Hkv + hk) * s.S * s.E;
       const T* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
-      for (int64_t i = qb * bs; i < std::min(s.L, (qb + 1) * bs); ++i) {
-        const T* Q = q + ((b * s.Hq + h) * s.L + i) * s.E;
-        T mx = -std::numeric_limits<T>::infinity(), l = 0;
-        std::fill(acc.begin(), acc.end(), T(0));
-        for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
-          const bool partial = n < bl.n_partial;
-          const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
-          const int64_t k0 = kb * bs, k1 = std::min(s.S, k0 + bs);
-          T bmax = -std::numeric_limits<T>::infinity();
-          for (int64_t j = k0; j < k1; ++j) {
-            T sc = score_mod(static_cast<T>(dot(Q, K + j * s.E, s.E) * s.scale), b, h, i, j);
-            if (partial && !m.mask_mod(b, h, i, j)) sc = -std::numeric_limits<T>::infinity();
-            scores[j - k0] = sc;
-            bmax = std::max(bmax, sc);
+      const int64_t i0 = qb * bs, rows = std::min(s.L, i0 + bs) - i0;
+      std::fill(mx.begin(), mx.end(), kNegInf);
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
+        const bool partial = n < bl.n_partial;
+        const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
+        const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
+        for (int64_t j = 0; j < cols; ++j)
+          for (int64_t e = 0; e < s.E; ++e) kt[e * bs + j] = K[(k0 + j) * s.E + e];
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          scores_row<T>(q + ((b * s.Hq + h) * s.L + i) * s.E, kt.data(), bs, s.E, cols, static_cast<T>(s.scale),
+                        sc.data());
+          T bmax = kNegInf;
+          for (int64_t j = 0; j < cols; ++j) {
+            T x = score_mod(sc[j], b, h, i, k0 + j);
+            if (partial && !m.mask_mod(b, h, i, k0 + j)) x = kNegInf;
+            sc[j] = x;
+            bmax = std::max(bmax, x);
           }
-          if (bmax == -std::numeric_limits<T>::infinity()) continue;
-          const T nmax = std::max(mx, bmax);
-          const T corr = mx == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(mx - nmax);
-          l *= corr;
-          for (T& a : acc) a *= corr;
-          for (int64_t j = k0; j < k1; ++j) {
-            const T p = std::exp(scores[j - k0] - nmax);  // exp(-inf) = 0 for masked
-            l += p;
-            const T* Vj = V + j * s.Ev;
-            for (int64_t e = 0; e < s.Ev; ++e) acc[e] += p * Vj[e];
-          }
-          mx = nmax;
+          if (bmax == kNegInf) continue;
+          const T nmax = std::max(mx[r], bmax);
+          const T corr = mx[r] == kNegInf ? T(0) : std::exp(mx[r] - nmax);
+          l[r] = l[r] * corr + exp_sub_sum<T>(sc.data(), cols, nmax);
+          scale_accumulate<T>(acc.data() + r * s.Ev, corr, sc.data(), V + k0 * s.Ev, cols, s.Ev);
+          mx[r] = nmax;
         }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
         T* O = out + ((b * s.Hq + h) * s.L + i) * s.Ev;
         // A fully masked row: output 0 and lse -inf, as in PyTorch.
-        for (int64_t e = 0; e < s.Ev; ++e) O[e] = l > 0 ? acc[e] / l : T(0);
-        lse[(b * s.Hq + h) * s.L + i] = l > 0 ? mx + std::log(l) : -std::numeric_limits<T>::infinity();
+        for (int64_t e = 0; e < s.Ev; ++e) O[e] = l[r] > 0 ? acc[r * s.Ev + e] / l[r] : T(0);
+        lse[(b * s.Hq + h) * s.L + i] = l[r] > 0 ? mx[r] + std::log(l[r]) : kNegInf;
       }
     }
   });

@@ -1,0 +1,116 @@
+// kiln-bench-attention: FlexAttention prefill against this machine's sgemm
+// rate (FLOPs of the computed blocks only), against dense attention in
+// libtorch 1.13, and decoding against the memory copy bandwidth.
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "bench_util.h"
+#include "kiln/attention.h"
+#include "kiln/kiln.h"
+#include "peers/peer.h"
+
+using namespace kiln;
+using kiln::bench::time_best;
+
+namespace {
+
+double sgemm_rate() {
+  const int n = 2048;
+  Tensor a = randn({n, n}), b = randn({n, n}), c = empty({n, n});
+  const double s = time_best(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n,
+                    b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+      },
+      3);
+  return 2.0 * n * n * static_cast<double>(n) / s / 1e9;
+}
+
+// FLOPs of QK^T and PV over the blocks the mask lists (what the kernel computes).
+double block_flops(const BlockMaskData& m, int64_t heads_per_mask, int64_t E, int64_t Ev) {
+  double pairs = 0;
+  const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks(), bs = m.block_size;
+  const int32_t *pn = m.kv_num_blocks.data_ptr<int32_t>(), *fn = m.full_kv_num_blocks.data_ptr<int32_t>();
+  const int32_t *pi = m.kv_indices.data_ptr<int32_t>(), *fi = m.full_kv_indices.data_ptr<int32_t>();
+  for (int64_t row = 0; row < m.B * m.H * nq; ++row) {
+    const int64_t rows = std::min(m.q_len, (row % nq + 1) * bs) - (row % nq) * bs;
+    auto add = [&](int64_t kb) { pairs += static_cast<double>(rows) * (std::min(m.kv_len, (kb + 1) * bs) - kb * bs); };
+    for (int32_t c = 0; c < pn[row]; ++c) add(pi[row * nk + c]);
+    for (int32_t c = 0; c < fn[row]; ++c) add(fi[row * nk + c]);
+  }
+  return pairs * heads_per_mask * 2.0 * static_cast<double>(E + Ev);
+}
+
+template <class MaskMod>
+void prefill_case(const kiln::bench::Reporter& rep, const std::string& name, int64_t H, int64_t S, int64_t E,
+                  const MaskMod& mask, double sgemm) {
+  Tensor q = randn({1, H, S, E}), k = randn({1, H, S, E}), v = randn({1, H, S, E});
+  const auto bm = create_block_mask(mask, 1, 1, S, S);
+  FlexOutput r;
+  const double t = time_best([&] { r = flex_attention(q, k, v, NoScoreMod{}, bm); }, 2);
+  rep.report("attention", name, "GFLOP/s", block_flops(bm, H, E, E) / t / 1e9, "sgemm_rate", sgemm);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kiln::bench::Reporter rep;
+  for (int i = 1; i < argc; ++i) rep.json = rep.json || std::strcmp(argv[i], "--json") == 0;
+  const int threads = 2;
+  set_num_threads(threads);
+  manual_seed(0);
+  const double sgemm = sgemm_rate();
+
+  prefill_case(rep, "prefill_causal", 8, 4096, 64, CausalMask{}, sgemm);
+  {
+    Tensor q = randn({1, 8, 4096, 64}), k = randn({1, 8, 4096, 64}), v = randn({1, 8, 4096, 64});
+    const auto bm = create_block_mask(CausalMask{}, 1, 1, 4096, 4096);
+    FlexOutput r;
+    const double t = time_best([&] { r = flex_attention(q, k, v, NoScoreMod{}, bm); }, 2);
+    if (auto dense = kiln::bench::peer::dense_causal_attention_seconds(8, 4096, 64, threads))
+      rep.report("attention", "prefill_causal", "ms", t * 1e3, "libtorch_dense", *dense * 1e3, false);
+  }
+  prefill_case(rep, "prefill_sliding_window", 8, 8192, 64, SlidingWindowMask{256}, sgemm);
+  {
+    // 8 documents of random lengths packed into one row of 4096.
+    std::mt19937 rng(0);
+    std::vector<int64_t> cuts = {0, 4096};
+    for (int i = 0; i < 7; ++i) cuts.push_back(std::uniform_int_distribution<int64_t>(1, 4095)(rng));
+    std::sort(cuts.begin(), cuts.end());
+    Tensor ids = empty({4096}, kInt64);
+    for (size_t d = 0; d + 1 < cuts.size(); ++d)
+      for (int64_t j = cuts[d]; j < cuts[d + 1]; ++j) ids.data_ptr<int64_t>()[j] = static_cast<int64_t>(d);
+    prefill_case(rep, "prefill_document", 8, 4096, 64, and_masks(CausalMask{}, DocumentMask{ids}), sgemm);
+  }
+  {
+    // Forward + backward, smaller (the backward kernel is scalar so far).
+    Tensor q = randn({1, 8, 1024, 64}).requires_grad_(), k = randn({1, 8, 1024, 64}).requires_grad_(),
+           v = randn({1, 8, 1024, 64}).requires_grad_();
+    const auto bm = create_block_mask(CausalMask{}, 1, 1, 1024, 1024);
+    const double t = time_best([&] { flex_attention(q, k, v, NoScoreMod{}, bm).out.sum().backward(); }, 1);
+    // Forward 2 matmuls, backward 5 (recomputed scores, dV, dP, dQ, dK).
+    rep.report("attention", "prefill_causal_fwd_bwd_1024", "GFLOP/s", block_flops(bm, 8, 64, 64) * 3.5 / t / 1e9,
+               "sgemm_rate", sgemm);
+  }
+  for (DType kv_dtype : {kFloat32, kBFloat16}) {
+    const int64_t S = 32768, Hq = 32, Hkv = 8, E = 128;
+    Tensor q = randn({1, Hq, 1, E}).to(kv_dtype), k = randn({1, Hkv, S, E}).to(kv_dtype), v = randn({1, Hkv, S, E}).to(kv_dtype);
+    FlexOptions o;
+    o.enable_gqa = true;
+    FlexOutput r;
+    const double t = time_best([&] { r = flex_attention(q, k, v, NoScoreMod{}, o); }, 3);
+    const double bytes = 2.0 * static_cast<double>(k.numel()) * static_cast<double>(k.element_size());
+    Tensor src = randn({1 << 24}), dst = empty({1 << 24});
+    const double tc = time_best([&] {
+      parallel_for(0, 1 << 24, 1 << 18, [&](int64_t b, int64_t e) {
+        std::memcpy(dst.data_ptr<float>() + b, src.data_ptr<float>() + b, static_cast<size_t>(e - b) * 4);
+      });
+    });
+    rep.report("attention", std::string("decode_") + dtype_name(kv_dtype), "GB/s", bytes / t / 1e9, "copy_bandwidth",
+               2.0 * (1 << 24) * 4 / tc / 1e9);
+  }
+  return 0;
+}

@@ -1,0 +1,92 @@
+// SIMD inner loops of FlexAttention, compiled per Highway target. The
+// templated kernels (kiln/attention_kernels.h) keep the mods and the block
+// walk; these do the arithmetic that does not depend on the mods.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "attention/attention_simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kiln/attention_simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::attention_simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+
+// s[j] = scale * sum_e q[e] * kt[e * ld + j] for j < n: one query row
+// against a block of keys stored transposed (E x ld).
+void ScoresRow(const float* q, const float* kt, int64_t ld, int64_t E, int64_t n, float scale, float* s) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    auto acc = hn::Zero(d);
+    for (int64_t e = 0; e < E; ++e) acc = hn::MulAdd(hn::Set(d, q[e]), hn::LoadU(d, kt + e * ld + j), acc);
+    hn::StoreU(hn::Mul(acc, hn::Set(d, scale)), d, s + j);
+  }
+  for (; j < n; ++j) {
+    float acc = 0;
+    for (int64_t e = 0; e < E; ++e) acc += q[e] * kt[e * ld + j];
+    s[j] = acc * scale;
+  }
+}
+
+// s[j] = exp(s[j] - mx) in place; returns their sum. -inf gives 0.
+float ExpSubSum(float* s, int64_t n, float mx) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vm = hn::Set(d, mx);
+  auto sum = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    sum = hn::Add(sum, e);
+    hn::StoreU(e, d, s + j);
+  }
+  float total = hn::GetLane(hn::SumOfLanes(d, sum));
+  for (; j < n; ++j) {
+    s[j] = std::exp(s[j] - mx);
+    total += s[j];
+  }
+  return total;
+}
+
+// acc[e] = acc[e] * corr + sum_j p[j] * v[j * Ev + e].
+void ScaleAccumulate(float* acc, float corr, const float* p, const float* v, int64_t n, int64_t Ev) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t e = 0;
+  for (; e + N <= Ev; e += N) {
+    auto a = hn::Mul(hn::LoadU(d, acc + e), hn::Set(d, corr));
+    for (int64_t j = 0; j < n; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * Ev + e), a);
+    hn::StoreU(a, d, acc + e);
+  }
+  for (; e < Ev; ++e) {
+    float a = acc[e] * corr;
+    for (int64_t j = 0; j < n; ++j) a += p[j] * v[j * Ev + e];
+    acc[e] = a;
+  }
+}
+
+}  // namespace kiln::attention_simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::attention_simd {
+HWY_EXPORT(ScoresRow);
+HWY_EXPORT(ExpSubSum);
+HWY_EXPORT(ScaleAccumulate);
+
+void scores_row(const float* q, const float* kt, int64_t ld, int64_t E, int64_t n, float scale, float* s) {
+  HWY_DYNAMIC_DISPATCH(ScoresRow)(q, kt, ld, E, n, scale, s);
+}
+float exp_sub_sum(float* s, int64_t n, float mx) { return HWY_DYNAMIC_DISPATCH(ExpSubSum)(s, n, mx); }
+void scale_accumulate(float* acc, float corr, const float* p, const float* v, int64_t n, int64_t Ev) {
+  HWY_DYNAMIC_DISPATCH(ScaleAccumulate)(acc, corr, p, v, n, Ev);
+}
+}  // namespace kiln::attention_simd
+#endif
