@@ -3,8 +3,8 @@
 // sparse mask built from mask_mod(b, h, q_idx, kv_idx). The mods are template
 // parameters, so the compiler inlines them into the kernel loops.
 // Kernels: kiln/attention_kernels.h. Status: forward and backward (tiled,
-// online softmax, visiting only listed blocks); flash decoding, the KV cache
-// and captured-tensor gradients are not written yet.
+// online softmax, visiting only listed blocks) and flash decoding; the KV
+// cache and gradients for tensors captured by mods are not written yet.
 #pragma once
 #include <cmath>
 #include <optional>
@@ -37,6 +37,7 @@ struct BlockMaskData {
 
 template <class MaskMod>
 struct BlockMask : BlockMaskData {
+  explicit BlockMask(MaskMod m) : mask_mod(std::move(m)) {}  // lambdas have no default constructor
   MaskMod mask_mod;
 };
 
@@ -123,6 +124,11 @@ struct FlexOptions {
   std::optional<double> scale;  // default 1 / sqrt(E)
   bool enable_gqa = false;
   bool return_lse = false;
+  // Flash decoding: split the KV sequence into this many partitions, run in
+  // parallel and merged through their LSEs. 0 = automatic (see
+  // Note [Flash decoding] in attention_kernels.h), 1 = never split (the
+  // general tiled kernel).
+  int64_t kv_partitions = 0;
 };
 
 struct FlexOutput {

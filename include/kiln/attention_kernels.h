@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -22,9 +23,8 @@ BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int
                                      int64_t block_size = 128) {
   check(B >= 1 && H >= 1 && q_len >= 0 && kv_len >= 0 && block_size >= 1, "create_block_mask",
         "invalid sizes B=", B, " H=", H, " Q_LEN=", q_len, " KV_LEN=", kv_len, " block_size=", block_size);
-  BlockMask<MaskMod> m;
+  BlockMask<MaskMod> m(mask_mod);
   m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
-  m.mask_mod = mask_mod;
   const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
   m.kv_num_blocks = zeros({B, H, nq}, kInt32);
   m.full_kv_num_blocks = zeros({B, H, nq}, kInt32);
@@ -195,6 +195,107 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   });
 }
 
+// Note [Flash decoding]
+// With few query rows (L <= block_size, decoding) and a mask shared by all
+// heads, one task per (b, KV head, KV partition) handles the whole GQA group
+// of query heads: each key and value row is read once per partition instead
+// of once per query head, with no block transpose. Partitions keep the cores
+// busy when B * Hkv is small; their partial (max, sum, acc) are merged
+// exactly through the log-sum-exp. Automatic choice: enough partitions for
+// four tasks per thread, but at least four KV blocks per partition.
+template <class MaskMod>
+bool decode_eligible(const Shapes& s, const BlockMask<MaskMod>& m) {
+  return s.L <= m.block_size && m.H == 1;
+}
+
+template <class MaskMod>
+int64_t decode_partitions(const Shapes& s, const BlockMask<MaskMod>& m, int64_t requested) {
+  if (requested > 0) return requested;
+  const int64_t blocks = m.kv_num_blocks.template data_ptr<int32_t>()[0] + m.full_kv_num_blocks.template data_ptr<int32_t>()[0];
+  const int64_t want = (4 * get_num_threads() + s.B * s.Hkv - 1) / (s.B * s.Hkv);
+  return std::max<int64_t>(1, std::min(want, blocks / 4));
+}
+
+template <class ScoreMod, class MaskMod>
+void forward_decode(const float* q, const float* k, const float* v, float* out, float* lse, const Shapes& s,
+                    const BlockMask<MaskMod>& m, const ScoreMod& score_mod, int64_t P) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t bs = m.block_size, rows = s.group * s.L;  // row r: query head hk*group + r/L, position r%L
+  const int64_t tasks = s.B * s.Hkv * P;
+  std::vector<float> pm(static_cast<size_t>(tasks * rows)), pl(static_cast<size_t>(tasks * rows)),
+      pacc(static_cast<size_t>(tasks * rows * s.Ev));
+  parallel_for(0, tasks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> qrows(static_cast<size_t>(rows * s.E)), sc(static_cast<size_t>(rows * bs)),
+        corr(static_cast<size_t>(rows));
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t b = task / (s.Hkv * P), hk = (task / P) % s.Hkv, part = task % P;
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(qrows.data() + r * s.E, q + ((b * s.Hq + hk * s.group + r / s.L) * s.L + r % s.L) * s.E,
+                    static_cast<size_t>(s.E) * sizeof(float));
+      const BlockList bl = block_list(m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.B,
+                                      m.H, b, 0, 0);
+      const int64_t total = bl.n_partial + bl.n_full;
+      float* mx = pm.data() + task * rows;
+      float* l = pl.data() + task * rows;
+      float* acc = pacc.data() + task * rows * s.Ev;
+      std::fill(mx, mx + rows, kNegInf);
+      std::fill(l, l + rows, 0.0f);
+      std::fill(acc, acc + rows * s.Ev, 0.0f);
+      const float* K = k + (b * s.Hkv + hk) * s.S * s.E;
+      const float* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
+      for (int64_t n = total * part / P; n < total * (part + 1) / P; ++n) {
+        const bool partial = n < bl.n_partial;
+        const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
+        const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
+        attention_simd::dots_rows(qrows.data(), rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t h = hk * s.group + r / s.L, i = r % s.L;
+          float* row = sc.data() + r * cols;
+          float bmax = kNegInf;
+          for (int64_t j = 0; j < cols; ++j) {
+            float x = score_mod(row[j], b, h, i, k0 + j);
+            if (partial && !m.mask_mod(b, h, i, k0 + j)) x = kNegInf;
+            row[j] = x;
+            bmax = std::max(bmax, x);
+          }
+          const float nmax = std::max(mx[r], bmax);
+          if (nmax == kNegInf) {  // nothing visible yet: p = 0, nothing to rescale
+            std::fill(row, row + cols, 0.0f);
+            corr[r] = 1.0f;
+            continue;
+          }
+          corr[r] = mx[r] == kNegInf ? 0.0f : std::exp(mx[r] - nmax);
+          l[r] = l[r] * corr[r] + attention_simd::exp_sub_sum(row, cols, nmax);
+          mx[r] = nmax;
+        }
+        attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev);
+      }
+    }
+  });
+  // Merge the partitions of each (b, KV head).
+  for (int64_t bh = 0; bh < s.B * s.Hkv; ++bh) {
+    const int64_t b = bh / s.Hkv, hk = bh % s.Hkv;
+    for (int64_t r = 0; r < rows; ++r) {
+      float M = kNegInf;
+      for (int64_t p = 0; p < P; ++p) M = std::max(M, pm[(bh * P + p) * rows + r]);
+      const int64_t h = hk * s.group + r / s.L, i = r % s.L;
+      float* O = out + ((b * s.Hq + h) * s.L + i) * s.Ev;
+      float total = 0;
+      std::fill(O, O + s.Ev, 0.0f);
+      if (M != kNegInf)
+        for (int64_t p = 0; p < P; ++p) {
+          const int64_t t = bh * P + p;
+          if (pm[t * rows + r] == kNegInf) continue;
+          const float w = std::exp(pm[t * rows + r] - M);
+          total += pl[t * rows + r] * w;
+          for (int64_t e = 0; e < s.Ev; ++e) O[e] += pacc[(t * rows + r) * s.Ev + e] * w;
+        }
+      for (int64_t e = 0; e < s.Ev; ++e) O[e] = total > 0 ? O[e] / total : 0.0f;
+      lse[(b * s.Hq + h) * s.L + i] = total > 0 ? M + std::log(total) : kNegInf;
+    }
+  }
+}
+
 // dq, dk, dv from the saved output and lse (FlashAttention-2's recurrence),
 // walking the transposed block lists. One task per (b, KV head) so the query
 // heads sharing a KV head (GQA) add into dk/dv without races.
@@ -267,8 +368,17 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
   Tensor out = empty({s.B, s.Hq, s.L, s.Ev}, dtype_of<T>::value);
   // The backward pass needs lse at the compute precision; callers get float32.
   Tensor lse = empty({s.B, s.Hq, s.L}, dtype_of<T>::value);
-  forward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), out.data_ptr<T>(), lse.data_ptr<T>(), s, m,
-             score_mod);
+  bool decoded = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (decode_eligible(s, m) && opt.kv_partitions != 1) {
+      forward_decode(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(), out.data_ptr<float>(),
+                     lse.data_ptr<float>(), s, m, score_mod, decode_partitions(s, m, opt.kv_partitions));
+      decoded = true;
+    }
+  }
+  if (!decoded)
+    forward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), out.data_ptr<T>(), lse.data_ptr<T>(), s, m,
+               score_mod);
   Tensor result;
   {
     NoGradGuard no_grad;

@@ -12,4 +12,10 @@ float exp_sub_sum(float* s, int64_t n, float mx);
 // acc = acc * corr + p @ v (v is n rows of Ev).
 void scale_accumulate(float* acc, float corr, const float* p, const float* v, int64_t n, int64_t Ev);
 
+// s[r * n + j] = scale * dot(q row r, k row j), rows of length E, k row-major:
+// each key row is loaded once for all query rows (decoding, GQA groups).
+void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s);
+// acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j], for r < rows.
+void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev);
+
 }  // namespace kiln::attention_simd

@@ -72,6 +72,42 @@ void ScaleAccumulate(float* acc, float corr, const float* p, const float* v, int
   }
 }
 
+void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + j * E;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* qr = q + r * E;
+      auto acc = hn::Zero(d);
+      int64_t e = 0;
+      for (; e + N <= E; e += N) acc = hn::MulAdd(hn::LoadU(d, qr + e), hn::LoadU(d, kj + e), acc);
+      float t = hn::GetLane(hn::SumOfLanes(d, acc));
+      for (; e < E; ++e) t += qr[e] * kj[e];
+      s[r * n + j] = t * scale;
+    }
+  }
+}
+
+void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < Ev; ++e) acc[r * Ev + e] *= corr[r];
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = v + j * Ev;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float pj = p[r * n + j];
+      if (pj == 0.0f) continue;
+      float* ar = acc + r * Ev;
+      const auto vp = hn::Set(d, pj);
+      int64_t e = 0;
+      for (; e + N <= Ev; e += N) hn::StoreU(hn::MulAdd(vp, hn::LoadU(d, vj + e), hn::LoadU(d, ar + e)), d, ar + e);
+      for (; e < Ev; ++e) ar[e] += pj * vj[e];
+    }
+  }
+}
+
 }  // namespace kiln::attention_simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -80,6 +116,15 @@ namespace kiln::attention_simd {
 HWY_EXPORT(ScoresRow);
 HWY_EXPORT(ExpSubSum);
 HWY_EXPORT(ScaleAccumulate);
+HWY_EXPORT(DotsRows);
+HWY_EXPORT(AccumulateRows);
+
+void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
+  HWY_DYNAMIC_DISPATCH(DotsRows)(q, rows, k, n, E, scale, s);
+}
+void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRows)(acc, corr, p, rows, v, n, Ev);
+}
 
 void scores_row(const float* q, const float* kt, int64_t ld, int64_t E, int64_t n, float scale, float* s) {
   HWY_DYNAMIC_DISPATCH(ScoresRow)(q, kt, ld, E, n, scale, s);

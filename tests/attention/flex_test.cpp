@@ -203,6 +203,39 @@ TEST(FlexAttention, BlockMaskListsMatchADenseEvaluation) {
   EXPECT_NEAR(causal.sparsity(), 37.5, 1e-9);
 }
 
+TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
+  manual_seed(45);
+  for (int64_t L : {1, 3}) {
+    const int64_t S = 300, Hq = 8, Hkv = 2, E = 16;
+    Inputs in = make_qkv(2, Hq, Hkv, L, S, E, E, kFloat32);
+    Tensor docs = empty({S}, kInt64);
+    for (int64_t j = 0; j < S; ++j) docs.data_ptr<int64_t>()[j] = j < 100 ? 0 : 1;
+    // Decoding at the end of the sequence: query i sits at position S - L + i.
+    auto window = [L](int64_t, int64_t, int64_t q, int64_t kv) { return kv <= S - L + q && S - L + q - kv <= 90; };
+    auto doc = [L, docs](int64_t, int64_t, int64_t q, int64_t kv) {
+      return docs.data_ptr<int64_t>()[kv] == docs.data_ptr<int64_t>()[S - L + q];
+    };
+    const auto wm = create_block_mask(window, 1, 1, L, S, 32);
+    const auto dm = create_block_mask(doc, 1, 1, L, S, 32);
+    for (int64_t parts : {0, 1, 3, 7}) {
+      FlexOptions o;
+      o.enable_gqa = true, o.return_lse = true, o.kv_partitions = parts;
+      FlexOptions one = o;
+      one.kv_partitions = 1;
+      for (const auto* name : {"window", "document"}) {
+        const bool w = std::string(name) == "window";
+        FlexOutput a = w ? flex_attention(in.q, in.k, in.v, NoScoreMod{}, wm, o) : flex_attention(in.q, in.k, in.v, NoScoreMod{}, dm, o);
+        FlexOutput b = w ? flex_attention(in.q, in.k, in.v, NoScoreMod{}, wm, one) : flex_attention(in.q, in.k, in.v, NoScoreMod{}, dm, one);
+        expect_close(a.out, values(b.out), 1e-5, 1e-6, std::string(name) + " split " + std::to_string(parts));
+        expect_close(a.lse, values(b.lse), 1e-5, 1e-6, std::string(name) + " lse split " + std::to_string(parts));
+      }
+    }
+    FlexOptions o;
+    o.enable_gqa = true, o.kv_partitions = 4;
+    check_against_dense("decode softcap window", in, SoftcapScore{3.0}, wm, {}, 3.0, o);
+  }
+}
+
 TEST(FlexAttention, Errors) {
   Tensor q = randn({1, 4, 8, 4}), k = randn({1, 2, 8, 4}), v = randn({1, 2, 8, 4});
   expect_error([&] { flex_attention(q, k, v); }, {"[flex_attention]", "enable_gqa"});
