@@ -18,15 +18,32 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 
 // s[j] = scale * sum_e q[e] * kt[e * ld + j] for j < n: one query row
-// against a block of keys stored transposed (E x ld).
+// against a block of keys stored transposed (E x ld). Four vector
+// accumulators per pass over e, so each q[e] is broadcast once per 4N keys.
 void ScoresRow(const float* q, const float* kt, int64_t ld, int64_t E, int64_t n, float scale, float* s) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vs = hn::Set(d, scale);
   int64_t j = 0;
+  for (; j + 4 * N <= n; j += 4 * N) {
+    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    for (int64_t e = 0; e < E; ++e) {
+      const auto qe = hn::Set(d, q[e]);
+      const float* row = kt + e * ld + j;
+      a0 = hn::MulAdd(qe, hn::LoadU(d, row), a0);
+      a1 = hn::MulAdd(qe, hn::LoadU(d, row + N), a1);
+      a2 = hn::MulAdd(qe, hn::LoadU(d, row + 2 * N), a2);
+      a3 = hn::MulAdd(qe, hn::LoadU(d, row + 3 * N), a3);
+    }
+    hn::StoreU(hn::Mul(a0, vs), d, s + j);
+    hn::StoreU(hn::Mul(a1, vs), d, s + j + N);
+    hn::StoreU(hn::Mul(a2, vs), d, s + j + 2 * N);
+    hn::StoreU(hn::Mul(a3, vs), d, s + j + 3 * N);
+  }
   for (; j + N <= n; j += N) {
     auto acc = hn::Zero(d);
     for (int64_t e = 0; e < E; ++e) acc = hn::MulAdd(hn::Set(d, q[e]), hn::LoadU(d, kt + e * ld + j), acc);
-    hn::StoreU(hn::Mul(acc, hn::Set(d, scale)), d, s + j);
+    hn::StoreU(hn::Mul(acc, vs), d, s + j);
   }
   for (; j < n; ++j) {
     float acc = 0;
@@ -55,13 +72,31 @@ float ExpSubSum(float* s, int64_t n, float mx) {
   return total;
 }
 
-// acc[e] = acc[e] * corr + sum_j p[j] * v[j * Ev + e].
+// acc[e] = acc[e] * corr + sum_j p[j] * v[j * Ev + e]. Four vectors of acc
+// stay in registers across the pass over j.
 void ScaleAccumulate(float* acc, float corr, const float* p, const float* v, int64_t n, int64_t Ev) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vc = hn::Set(d, corr);
   int64_t e = 0;
+  for (; e + 4 * N <= Ev; e += 4 * N) {
+    auto a0 = hn::Mul(hn::LoadU(d, acc + e), vc), a1 = hn::Mul(hn::LoadU(d, acc + e + N), vc);
+    auto a2 = hn::Mul(hn::LoadU(d, acc + e + 2 * N), vc), a3 = hn::Mul(hn::LoadU(d, acc + e + 3 * N), vc);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto pj = hn::Set(d, p[j]);
+      const float* row = v + j * Ev + e;
+      a0 = hn::MulAdd(pj, hn::LoadU(d, row), a0);
+      a1 = hn::MulAdd(pj, hn::LoadU(d, row + N), a1);
+      a2 = hn::MulAdd(pj, hn::LoadU(d, row + 2 * N), a2);
+      a3 = hn::MulAdd(pj, hn::LoadU(d, row + 3 * N), a3);
+    }
+    hn::StoreU(a0, d, acc + e);
+    hn::StoreU(a1, d, acc + e + N);
+    hn::StoreU(a2, d, acc + e + 2 * N);
+    hn::StoreU(a3, d, acc + e + 3 * N);
+  }
   for (; e + N <= Ev; e += N) {
-    auto a = hn::Mul(hn::LoadU(d, acc + e), hn::Set(d, corr));
+    auto a = hn::Mul(hn::LoadU(d, acc + e), vc);
     for (int64_t j = 0; j < n; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * Ev + e), a);
     hn::StoreU(a, d, acc + e);
   }
