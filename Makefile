@@ -63,6 +63,7 @@ bench: bench-deps
 	cmake --build $(BUILD) -j $(JOBS)
 	./$(BUILD)/bin/kiln-bench-ops --json
 	./$(BUILD)/bin/kiln-bench-train --json --profile
+	./$(BUILD)/bin/kiln-bench-attention --json
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

@@ -1,12 +1,11 @@
 // kiln-bench-attention: FlexAttention prefill against this machine's sgemm
 // rate (FLOPs of the computed blocks only), against dense attention in
 // libtorch 1.13, and decoding against the memory copy bandwidth.
-#include <cblas.h>
-
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "baselines.h"
 #include "bench_util.h"
 #include "kiln/attention.h"
 #include "kiln/kiln.h"
@@ -16,18 +15,6 @@ using namespace kiln;
 using kiln::bench::time_best;
 
 namespace {
-
-double sgemm_rate() {
-  const int n = 2048;
-  Tensor a = randn({n, n}), b = randn({n, n}), c = empty({n, n});
-  const double s = time_best(
-      [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n,
-                    b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
-      },
-      3);
-  return 2.0 * n * n * static_cast<double>(n) / s / 1e9;
-}
 
 // FLOPs of QK^T and PV over the blocks the mask lists (what the kernel computes).
 double block_flops(const BlockMaskData& m, int64_t heads_per_mask, int64_t E, int64_t Ev) {
@@ -62,7 +49,7 @@ int main(int argc, char** argv) {
   const int threads = 2;
   set_num_threads(threads);
   manual_seed(0);
-  const double sgemm = sgemm_rate();
+  const double sgemm = kiln::bench::sgemm_gflops(2048);
 
   prefill_case(rep, "prefill_causal", 8, 4096, 64, CausalMask{}, sgemm);
   {
@@ -103,14 +90,8 @@ int main(int argc, char** argv) {
     FlexOutput r;
     const double t = time_best([&] { r = flex_attention(q, k, v, NoScoreMod{}, o); }, 3);
     const double bytes = 2.0 * static_cast<double>(k.numel()) * static_cast<double>(k.element_size());
-    Tensor src = randn({1 << 24}), dst = empty({1 << 24});
-    const double tc = time_best([&] {
-      parallel_for(0, 1 << 24, 1 << 18, [&](int64_t b, int64_t e) {
-        std::memcpy(dst.data_ptr<float>() + b, src.data_ptr<float>() + b, static_cast<size_t>(e - b) * 4);
-      });
-    });
     rep.report("attention", std::string("decode_") + dtype_name(kv_dtype), "GB/s", bytes / t / 1e9, "copy_bandwidth",
-               2.0 * (1 << 24) * 4 / tc / 1e9);
+               kiln::bench::copy_bandwidth_gbs());
   }
   return 0;
 }

@@ -2,34 +2,22 @@
 // copy bandwidth measured here; matmul against cblas_sgemm called directly;
 // layer_norm and softmax against libtorch 1.13 when it is built in. All
 // inputs are random. `--json` prints one JSON object per line.
-#include <cblas.h>
-
 #include <cstring>
 #include <vector>
 
+#include "baselines.h"
 #include "bench_util.h"
 #include "kiln/kiln.h"
 #include "peers/peer.h"
 
 using namespace kiln;
+using kiln::bench::parallel_copy;
+using kiln::bench::sgemm_direct;
 using kiln::bench::time_best;
 
 namespace {
 
 constexpr int64_t kN = 16 << 20;  // 16M float32 elements = 64 MiB
-
-// A parallel memcpy of n floats: the machine's copy bandwidth baseline.
-void parallel_copy(const float* src, float* dst, int64_t n) {
-  parallel_for(0, n, 1 << 18, [&](int64_t b, int64_t e) {
-    std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
-  });
-}
-
-void sgemm_direct(const Tensor& a, const Tensor& b, const Tensor& c) {
-  const int n = static_cast<int>(a.size(0));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(),
-              n, 0.0f, c.data_ptr<float>(), n);
-}
 
 }  // namespace
 
