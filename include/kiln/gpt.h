@@ -17,10 +17,20 @@ struct GPTConfig {
   double dropout = 0.0;
 };
 
+// Keys and values of the positions seen so far, per layer, for generation:
+// each new token costs one decode step instead of a recompute of the prefix.
+struct KVCache {
+  std::vector<Tensor> k, v;  // per layer (B, H, block_size, D)
+  int64_t len = 0;           // positions filled
+};
+
 class CausalSelfAttention : public UnaryModule {
  public:
   explicit CausalSelfAttention(const GPTConfig& c);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
+  // x holds positions cache.len .. cache.len + T - 1; appends their k, v to
+  // layer `layer` of the cache and attends (flex_attention) over all so far.
+  Tensor forward_cached(const Tensor& x, KVCache& cache, size_t layer);
   Linear qkv, proj;
 
  private:
@@ -40,6 +50,7 @@ class Block : public UnaryModule {
  public:
   explicit Block(const GPTConfig& c);
   Tensor forward(const Tensor& x) override;
+  Tensor forward_cached(const Tensor& x, KVCache& cache, size_t layer);
   LayerNorm ln1;
   CausalSelfAttention attn;
   LayerNorm ln2;
@@ -51,9 +62,15 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& c);
   // idx (B, T) int64 with T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& idx);
+  // Logits of the new positions idx (B, T) that follow the cache's contents
+  // (inference: runs without recording gradients).
+  Tensor forward_cached(const Tensor& idx, KVCache& cache);
   // Appends `tokens` sampled tokens to idx (B, T). temperature 0 is greedy;
-  // top_k 0 samples from the whole distribution.
-  Tensor generate(Tensor idx, int64_t tokens, double temperature = 1.0, int64_t top_k = 0);
+  // top_k 0 samples from the whole distribution. With use_cache, each token
+  // is one decode step over the KV cache; once the context is full, each step
+  // rebuilds the cache from the last block_size tokens (the window the
+  // uncached path sees), so both paths give the same tokens.
+  Tensor generate(Tensor idx, int64_t tokens, double temperature = 1.0, int64_t top_k = 0, bool use_cache = true);
   const GPTConfig& config() const { return cfg_; }
 
   Embedding wte, wpe;

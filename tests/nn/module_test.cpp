@@ -196,5 +196,28 @@ TEST(GPT, CausalAndCheckpointRoundTripIsBitIdentical) {
   EXPECT_EQ(values(other.generate(x.slice(0, 0, 1), 5, 0.0)), values(g));  // greedy is deterministic
 }
 
+TEST(GPT, GenerationWithTheKVCacheGivesTheSameTokens) {
+  manual_seed(36);
+  nn::GPT model(tiny());
+  model.eval();
+  Tensor prompt = randint(0, 32, {2, 4});
+  // Greedy in float32 (the flash-decoding kernel), past the 16-token context.
+  EXPECT_EQ(values(model.generate(prompt, 20, 0.0, 0, true)), values(model.generate(prompt, 20, 0.0, 0, false)));
+  // Sampling in float64 with the same seed.
+  model.to(kFloat64);
+  manual_seed(7);
+  Tensor a = model.generate(prompt, 20, 1.0, 5, true);
+  manual_seed(7);
+  Tensor b = model.generate(prompt, 20, 1.0, 5, false);
+  EXPECT_EQ(values(a), values(b));
+  // The cached logits equal the full forward's, position by position.
+  nn::KVCache cache;
+  Tensor x = randint(0, 32, {1, 10});
+  Tensor first = model.forward_cached(x.slice(1, 0, 6), cache);
+  Tensor rest = model.forward_cached(x.slice(1, 6), cache);
+  EXPECT_EQ(cache.len, 10);
+  expect_close(cat({first, rest}, 1), values(model.forward(x)), 1e-10, 1e-10, "cached logits");
+}
+
 }  // namespace
 }  // namespace kiln::test

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/attention.h"
 #include "kiln/autograd.h"
 #include "kiln/error.h"
 
@@ -41,6 +42,27 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   return dropout(proj(y), dropout_, is_training());
 }
 
+Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
+  const int64_t start = cache.len, block = causal_.size(0);
+  check(start + T <= block, "GPT", "KV cache holds ", block, " positions but ", start + T, " were asked");
+  if (cache.k.size() <= layer) {
+    cache.k.resize(layer + 1), cache.v.resize(layer + 1);
+    cache.k[layer] = zeros({B, H, block, D}, x.dtype());
+    cache.v[layer] = zeros({B, H, block, D}, x.dtype());
+  }
+  const Tensor h = qkv(x);
+  auto heads = [&](int64_t i) { return h.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
+  cache.k[layer].narrow(2, start, T).copy_(heads(1));
+  cache.v[layer].narrow(2, start, T).copy_(heads(2));
+  const Tensor k = cache.k[layer].narrow(2, 0, start + T), v = cache.v[layer].narrow(2, 0, start + T);
+  // Query i sits at position start + i.
+  const auto mask = create_block_mask([start](int64_t, int64_t, int64_t q, int64_t kv) { return start + q >= kv; }, 1,
+                                      1, T, start + T);
+  const Tensor y = flex_attention(heads(0), k, v, NoScoreMod{}, mask).out.transpose(1, 2).reshape({B, T, C});
+  return proj(y);
+}
+
 MLP::MLP(const GPTConfig& c) : fc(c.n_embd, 4 * c.n_embd), proj(4 * c.n_embd, c.n_embd) {
   register_module("fc", &fc);
   register_module("proj", &proj);
@@ -59,6 +81,11 @@ Block::Block(const GPTConfig& c) : ln1(c.n_embd), attn(c), ln2(c.n_embd), mlp(c)
 
 Tensor Block::forward(const Tensor& x) {
   const Tensor h = x + attn(ln1(x));
+  return h + mlp(ln2(h));
+}
+
+Tensor Block::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
+  const Tensor h = x + attn.forward_cached(ln1(x), cache, layer);
   return h + mlp(ln2(h));
 }
 
@@ -81,12 +108,34 @@ Tensor GPT::forward(const Tensor& idx) {
   return matmul(ln_f(x), wte.weight.t());  // the head shares the token embedding
 }
 
-Tensor GPT::generate(Tensor idx, int64_t tokens, double temperature, int64_t top_k) {
+Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
+  NoGradGuard no_grad;  // generation only: the cache is written in place
+  const int64_t T = idx.size(1);
+  Tensor x = wte(idx) + wpe(arange(cache.len, cache.len + T));
+  for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l].forward_cached(x, cache, l);
+  cache.len += T;
+  return matmul(ln_f(x), wte.weight.t());
+}
+
+Tensor GPT::generate(Tensor idx, int64_t tokens, double temperature, int64_t top_k, bool use_cache) {
   NoGradGuard no_grad;
+  KVCache cache;
   for (int64_t i = 0; i < tokens; ++i) {
     const int64_t T = idx.size(1);
-    const Tensor ctx = T > cfg_.block_size ? idx.slice(1, T - cfg_.block_size) : idx;
-    Tensor logits = forward(ctx).select(1, -1);  // (B, V)
+    Tensor logits;
+    if (use_cache) {
+      if (cache.len == 0 || cache.len >= cfg_.block_size) {
+        // (Re)fill the cache from the window the next step may see.
+        cache = KVCache{};
+        const Tensor ctx = T > cfg_.block_size ? idx.slice(1, T - cfg_.block_size) : idx;
+        logits = forward_cached(ctx, cache).select(1, -1);
+      } else {
+        logits = forward_cached(idx.slice(1, T - 1), cache).select(1, -1);
+      }
+    } else {
+      const Tensor ctx = T > cfg_.block_size ? idx.slice(1, T - cfg_.block_size) : idx;
+      logits = forward(ctx).select(1, -1);  // (B, V)
+    }
     Tensor next;
     if (temperature <= 0) {
       next = argmax(logits, -1, true);
