@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 
 # Build and test dependencies, all Debian packages.
 PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
-        nlohmann-json3-dev libgtest-dev libbenchmark-dev
+        nlohmann-json3-dev libgtest-dev
 # The demo trains on the text of Debian's fortune files.
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.
