@@ -147,7 +147,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t bs = m.block_size, nq = m.num_q_blocks();
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> sc(static_cast<size_t>(bs)), kt(static_cast<size_t>(bs * s.E));
+    std::vector<T> sc(static_cast<size_t>(4 * bs)), kt(static_cast<size_t>(bs * s.E)), corr(4);
     std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), acc(static_cast<size_t>(bs * s.Ev));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
@@ -165,23 +165,41 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
         for (int64_t j = 0; j < cols; ++j)
           for (int64_t e = 0; e < s.E; ++e) kt[e * bs + j] = K[(k0 + j) * s.E + e];
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          scores_row<T>(q + ((b * s.Hq + h) * s.L + i) * s.E, kt.data(), bs, s.E, cols, static_cast<T>(s.scale),
-                        sc.data());
-          T bmax = kNegInf;
-          for (int64_t j = 0; j < cols; ++j) {
-            T x = score_mod(sc[j], b, h, i, k0 + j);
-            if (partial && !m.mask_mod(b, h, i, k0 + j)) x = kNegInf;
-            sc[j] = x;
-            bmax = std::max(bmax, x);
+        // Rows in groups of four (float32) so each K and V vector loaded serves four rows.
+        for (int64_t r = 0; r < rows;) {
+          const int64_t g = std::is_same_v<T, float> && rows - r >= 4 ? 4 : 1;
+          const T* qrow = q + ((b * s.Hq + h) * s.L + i0 + r) * s.E;
+          if constexpr (std::is_same_v<T, float>) {
+            if (g == 4) attention_simd::scores_rows4(qrow, s.E, kt.data(), bs, s.E, cols, static_cast<float>(s.scale), sc.data(), bs);
           }
-          if (bmax == kNegInf) continue;
-          const T nmax = std::max(mx[r], bmax);
-          const T corr = mx[r] == kNegInf ? T(0) : std::exp(mx[r] - nmax);
-          l[r] = l[r] * corr + exp_sub_sum<T>(sc.data(), cols, nmax);
-          scale_accumulate<T>(acc.data() + r * s.Ev, corr, sc.data(), V + k0 * s.Ev, cols, s.Ev);
-          mx[r] = nmax;
+          if (g == 1) scores_row<T>(qrow, kt.data(), bs, s.E, cols, static_cast<T>(s.scale), sc.data());
+          for (int64_t u = 0; u < g; ++u) {
+            const int64_t i = i0 + r + u;
+            T* row = sc.data() + u * bs;
+            T bmax = kNegInf;
+            for (int64_t j = 0; j < cols; ++j) {
+              T x = score_mod(row[j], b, h, i, k0 + j);
+              if (partial && !m.mask_mod(b, h, i, k0 + j)) x = kNegInf;
+              row[j] = x;
+              bmax = std::max(bmax, x);
+            }
+            if (bmax == kNegInf) {  // nothing visible in this block: p = 0, state unchanged
+              std::fill(row, row + cols, T(0));
+              corr[u] = T(1);
+              continue;
+            }
+            const T nmax = std::max(mx[r + u], bmax);
+            corr[u] = mx[r + u] == kNegInf ? T(0) : std::exp(mx[r + u] - nmax);
+            l[r + u] = l[r + u] * corr[u] + exp_sub_sum<T>(row, cols, nmax);
+            mx[r + u] = nmax;
+          }
+          if constexpr (std::is_same_v<T, float>) {
+            if (g == 4)
+              attention_simd::scale_accumulate_rows4(acc.data() + r * s.Ev, s.Ev, corr.data(), sc.data(), bs,
+                                                     V + k0 * s.Ev, cols, s.Ev);
+          }
+          if (g == 1) scale_accumulate<T>(acc.data() + r * s.Ev, corr[0], sc.data(), V + k0 * s.Ev, cols, s.Ev);
+          r += g;
         }
       }
       for (int64_t r = 0; r < rows; ++r) {

@@ -107,6 +107,71 @@ void ScaleAccumulate(float* acc, float corr, const float* p, const float* v, int
   }
 }
 
+// Four query rows at once (q rows qstride apart, score rows sstride apart):
+// every key vector loaded feeds four FMAs.
+void ScoresRows4(const float* q, int64_t qstride, const float* kt, int64_t ld, int64_t E, int64_t n, float scale,
+                 float* s, int64_t sstride) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vs = hn::Set(d, scale);
+  int64_t j = 0;
+  for (; j + 2 * N <= n; j += 2 * N) {
+    auto a00 = hn::Zero(d), a01 = hn::Zero(d), a10 = hn::Zero(d), a11 = hn::Zero(d);
+    auto a20 = hn::Zero(d), a21 = hn::Zero(d), a30 = hn::Zero(d), a31 = hn::Zero(d);
+    for (int64_t e = 0; e < E; ++e) {
+      const auto k0 = hn::LoadU(d, kt + e * ld + j), k1 = hn::LoadU(d, kt + e * ld + j + N);
+      const auto q0 = hn::Set(d, q[e]), q1 = hn::Set(d, q[qstride + e]);
+      const auto q2 = hn::Set(d, q[2 * qstride + e]), q3 = hn::Set(d, q[3 * qstride + e]);
+      a00 = hn::MulAdd(q0, k0, a00), a01 = hn::MulAdd(q0, k1, a01);
+      a10 = hn::MulAdd(q1, k0, a10), a11 = hn::MulAdd(q1, k1, a11);
+      a20 = hn::MulAdd(q2, k0, a20), a21 = hn::MulAdd(q2, k1, a21);
+      a30 = hn::MulAdd(q3, k0, a30), a31 = hn::MulAdd(q3, k1, a31);
+    }
+    hn::StoreU(hn::Mul(a00, vs), d, s + j), hn::StoreU(hn::Mul(a01, vs), d, s + j + N);
+    hn::StoreU(hn::Mul(a10, vs), d, s + sstride + j), hn::StoreU(hn::Mul(a11, vs), d, s + sstride + j + N);
+    hn::StoreU(hn::Mul(a20, vs), d, s + 2 * sstride + j), hn::StoreU(hn::Mul(a21, vs), d, s + 2 * sstride + j + N);
+    hn::StoreU(hn::Mul(a30, vs), d, s + 3 * sstride + j), hn::StoreU(hn::Mul(a31, vs), d, s + 3 * sstride + j + N);
+  }
+  if (j < n)
+    for (int64_t r = 0; r < 4; ++r) ScoresRow(q + r * qstride, kt + j, ld, E, n - j, scale, s + r * sstride + j);
+}
+
+// Four accumulator rows at once: acc[r] = acc[r] * corr[r] + p[r] @ v, with
+// each value vector loaded once for the four rows.
+void ScaleAccumulateRows4(float* acc, int64_t astride, const float* corr, const float* p, int64_t pstride,
+                          const float* v, int64_t n, int64_t Ev) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t e = 0;
+  for (; e + 2 * N <= Ev; e += 2 * N) {
+    auto ld = [&](int64_t r, int64_t o) { return hn::Mul(hn::LoadU(d, acc + r * astride + e + o), hn::Set(d, corr[r])); };
+    auto a00 = ld(0, 0), a01 = ld(0, N), a10 = ld(1, 0), a11 = ld(1, N);
+    auto a20 = ld(2, 0), a21 = ld(2, N), a30 = ld(3, 0), a31 = ld(3, N);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto v0 = hn::LoadU(d, v + j * Ev + e), v1 = hn::LoadU(d, v + j * Ev + e + N);
+      const auto p0 = hn::Set(d, p[j]), p1 = hn::Set(d, p[pstride + j]);
+      const auto p2 = hn::Set(d, p[2 * pstride + j]), p3 = hn::Set(d, p[3 * pstride + j]);
+      a00 = hn::MulAdd(p0, v0, a00), a01 = hn::MulAdd(p0, v1, a01);
+      a10 = hn::MulAdd(p1, v0, a10), a11 = hn::MulAdd(p1, v1, a11);
+      a20 = hn::MulAdd(p2, v0, a20), a21 = hn::MulAdd(p2, v1, a21);
+      a30 = hn::MulAdd(p3, v0, a30), a31 = hn::MulAdd(p3, v1, a31);
+    }
+    hn::StoreU(a00, d, acc + e), hn::StoreU(a01, d, acc + e + N);
+    hn::StoreU(a10, d, acc + astride + e), hn::StoreU(a11, d, acc + astride + e + N);
+    hn::StoreU(a20, d, acc + 2 * astride + e), hn::StoreU(a21, d, acc + 2 * astride + e + N);
+    hn::StoreU(a30, d, acc + 3 * astride + e), hn::StoreU(a31, d, acc + 3 * astride + e + N);
+  }
+  if (e < Ev)
+    for (int64_t r = 0; r < 4; ++r) {
+      float* a = acc + r * astride;
+      for (int64_t x = e; x < Ev; ++x) {
+        float t = a[x] * corr[r];
+        for (int64_t j = 0; j < n; ++j) t += p[r * pstride + j] * v[j * Ev + x];
+        a[x] = t;
+      }
+    }
+}
+
 void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -152,6 +217,17 @@ HWY_EXPORT(ScoresRow);
 HWY_EXPORT(ExpSubSum);
 HWY_EXPORT(ScaleAccumulate);
 HWY_EXPORT(DotsRows);
+HWY_EXPORT(ScoresRows4);
+HWY_EXPORT(ScaleAccumulateRows4);
+
+void scores_rows4(const float* q, int64_t qstride, const float* kt, int64_t ld, int64_t E, int64_t n, float scale,
+                  float* s, int64_t sstride) {
+  HWY_DYNAMIC_DISPATCH(ScoresRows4)(q, qstride, kt, ld, E, n, scale, s, sstride);
+}
+void scale_accumulate_rows4(float* acc, int64_t astride, const float* corr, const float* p, int64_t pstride,
+                            const float* v, int64_t n, int64_t Ev) {
+  HWY_DYNAMIC_DISPATCH(ScaleAccumulateRows4)(acc, astride, corr, p, pstride, v, n, Ev);
+}
 HWY_EXPORT(AccumulateRows);
 
 void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {

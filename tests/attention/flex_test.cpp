@@ -142,6 +142,11 @@ TEST(FlexAttention, LowPrecisionAndScaleOption) {
     check_against_dense(std::string("causal ") + dtype_name(dt), in, NoScoreMod{},
                         create_block_mask(CausalMask{}, 1, 1, 33, 33, 16), {}, 0);
   }
+  // float32 rows in groups of four, with rows that see nothing in some blocks (or at all).
+  Inputs f = make_qkv(1, 2, 2, 37, 45, 16, 16, kFloat32);
+  check_against_dense("f32 sliding window", f, NoScoreMod{}, create_block_mask(SlidingWindowMask{5}, 1, 1, 37, 45, 16), {}, 0);
+  auto shifted = [](int64_t, int64_t, int64_t q, int64_t kv) { return q >= kv + 6; };
+  check_against_dense("f32 shifted causal", f, SoftcapScore{4.0}, create_block_mask(shifted, 1, 1, 37, 45, 16), {}, 4.0);
   Inputs in = make_qkv(1, 1, 1, 9, 9, 4, 4);
   FlexOptions o;
   o.scale = 0.3;
