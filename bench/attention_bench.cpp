@@ -44,11 +44,8 @@ void prefill_case(const kiln::bench::Reporter& rep, const std::string& name, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  kiln::bench::Reporter rep;
-  for (int i = 1; i < argc; ++i) rep.json = rep.json || std::strcmp(argv[i], "--json") == 0;
-  const int threads = 2;
-  set_num_threads(threads);
-  manual_seed(0);
+  const kiln::bench::Reporter rep = kiln::bench::start_bench(argc, argv);
+  const int threads = kiln::bench::kBenchThreads;
   const double sgemm = kiln::bench::sgemm_gflops(2048);
 
   prefill_case(rep, "prefill_causal", 8, 4096, 64, CausalMask{}, sgemm);

@@ -10,6 +10,17 @@
 
 namespace kiln::bench {
 
+// The common start of every bench: --json from the command line, the
+// thread count all baselines and peers share, a fixed seed.
+inline constexpr int kBenchThreads = 2;
+inline Reporter start_bench(int argc, char** argv) {
+  Reporter rep;
+  for (int i = 1; i < argc; ++i) rep.json = rep.json || std::strcmp(argv[i], "--json") == 0;
+  set_num_threads(kBenchThreads);
+  manual_seed(0);
+  return rep;
+}
+
 // A parallel memcpy of n floats (the copy-bandwidth baseline).
 inline void parallel_copy(const float* src, float* dst, int64_t n) {
   parallel_for(0, n, 1 << 18, [&](int64_t b, int64_t e) {

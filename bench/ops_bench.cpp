@@ -22,11 +22,8 @@ constexpr int64_t kN = 16 << 20;  // 16M float32 elements = 64 MiB
 }  // namespace
 
 int main(int argc, char** argv) {
-  kiln::bench::Reporter rep;
-  for (int i = 1; i < argc; ++i) rep.json = rep.json || std::strcmp(argv[i], "--json") == 0;
-  const int threads = 2;
-  set_num_threads(threads);
-  manual_seed(0);
+  const kiln::bench::Reporter rep = kiln::bench::start_bench(argc, argv);
+  const int threads = kiln::bench::kBenchThreads;
 
   Tensor x = randn({kN}), y = randn({kN}), out = empty({kN}), copy_dst = empty({kN});
   const double bytes = static_cast<double>(kN) * sizeof(float);
