@@ -138,6 +138,33 @@ void scale_accumulate(T* acc, T corr, const T* p, const T* v, int64_t n, int64_t
   }
 }
 
+// One query row meets one KV block: applies score_mod (and mask_mod on a
+// partial block) to the raw scores in `row`, then the online-softmax update
+// of the row's running max `mx` and sum `l`. Leaves exp(score - max) in
+// `row` (0 where masked) and returns the factor the row's accumulator must
+// be scaled by before adding row @ V.
+template <class T, class ScoreMod, class MaskMod>
+T online_softmax_step(T* row, int64_t cols, bool partial, int64_t b, int64_t h, int64_t i, int64_t k0,
+                      const ScoreMod& score_mod, const MaskMod& mask_mod, T& mx, T& l) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  T bmax = kNegInf;
+  for (int64_t j = 0; j < cols; ++j) {
+    T x = score_mod(row[j], b, h, i, k0 + j);
+    if (partial && !mask_mod(b, h, i, k0 + j)) x = kNegInf;
+    row[j] = x;
+    bmax = std::max(bmax, x);
+  }
+  if (bmax == kNegInf) {  // nothing visible in this block: p = 0, state unchanged
+    std::fill(row, row + cols, T(0));
+    return T(1);
+  }
+  const T nmax = std::max(mx, bmax);
+  const T corr = mx == kNegInf ? T(0) : std::exp(mx - nmax);
+  l = l * corr + exp_sub_sum<T>(row, cols, nmax);
+  mx = nmax;
+  return corr;
+}
+
 // Out (B, Hq, L, Ev) and lse (B, Hq, L) from contiguous T inputs. One task
 // per (b, h, query block); KV blocks outer so each block of K is transposed
 // once and reused by every row; per-row online-softmax state (max, sum, acc).
@@ -173,26 +200,9 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
             if (g == 4) attention_simd::scores_rows4(qrow, s.E, kt.data(), bs, s.E, cols, static_cast<float>(s.scale), sc.data(), bs);
           }
           if (g == 1) scores_row<T>(qrow, kt.data(), bs, s.E, cols, static_cast<T>(s.scale), sc.data());
-          for (int64_t u = 0; u < g; ++u) {
-            const int64_t i = i0 + r + u;
-            T* row = sc.data() + u * bs;
-            T bmax = kNegInf;
-            for (int64_t j = 0; j < cols; ++j) {
-              T x = score_mod(row[j], b, h, i, k0 + j);
-              if (partial && !m.mask_mod(b, h, i, k0 + j)) x = kNegInf;
-              row[j] = x;
-              bmax = std::max(bmax, x);
-            }
-            if (bmax == kNegInf) {  // nothing visible in this block: p = 0, state unchanged
-              std::fill(row, row + cols, T(0));
-              corr[u] = T(1);
-              continue;
-            }
-            const T nmax = std::max(mx[r + u], bmax);
-            corr[u] = mx[r + u] == kNegInf ? T(0) : std::exp(mx[r + u] - nmax);
-            l[r + u] = l[r + u] * corr[u] + exp_sub_sum<T>(row, cols, nmax);
-            mx[r + u] = nmax;
-          }
+          for (int64_t u = 0; u < g; ++u)
+            corr[u] = online_softmax_step(sc.data() + u * bs, cols, partial, b, h, i0 + r + u, k0, score_mod,
+                                          m.mask_mod, mx[r + u], l[r + u]);
           if constexpr (std::is_same_v<T, float>) {
             if (g == 4)
               attention_simd::scale_accumulate_rows4(acc.data() + r * s.Ev, s.Ev, corr.data(), sc.data(), bs,
@@ -266,26 +276,9 @@ void forward_decode(const float* q, const float* k, const float* v, float* out, 
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
         attention_simd::dots_rows(qrows.data(), rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data());
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t h = hk * s.group + r / s.L, i = r % s.L;
-          float* row = sc.data() + r * cols;
-          float bmax = kNegInf;
-          for (int64_t j = 0; j < cols; ++j) {
-            float x = score_mod(row[j], b, h, i, k0 + j);
-            if (partial && !m.mask_mod(b, h, i, k0 + j)) x = kNegInf;
-            row[j] = x;
-            bmax = std::max(bmax, x);
-          }
-          const float nmax = std::max(mx[r], bmax);
-          if (nmax == kNegInf) {  // nothing visible yet: p = 0, nothing to rescale
-            std::fill(row, row + cols, 0.0f);
-            corr[r] = 1.0f;
-            continue;
-          }
-          corr[r] = mx[r] == kNegInf ? 0.0f : std::exp(mx[r] - nmax);
-          l[r] = l[r] * corr[r] + attention_simd::exp_sub_sum(row, cols, nmax);
-          mx[r] = nmax;
-        }
+        for (int64_t r = 0; r < rows; ++r)
+          corr[r] = online_softmax_step(sc.data() + r * cols, cols, partial, b, hk * s.group + r / s.L, r % s.L, k0,
+                                        score_mod, m.mask_mod, mx[r], l[r]);
         attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev);
       }
     }

@@ -55,15 +55,12 @@ class AutogradMode final : public DispatchMode {
  public:
   std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
                             std::span<const Tensor> out) override {
+    for (const Tensor& o : out)
+      check(!(grad_enabled && wants_grad(o) && o.is_leaf()), op.name.c_str(),
+            "a leaf tensor that requires grad is being used in an in-place operation");
     bool any = false;
     for (const Tensor& t : in) any = any || wants_grad(t);
-    if (!grad_enabled || !any) {
-      for (const Tensor& o : out) {
-        check(!(grad_enabled && wants_grad(o) && o.is_leaf()), op.name.c_str(),
-              "a leaf tensor that requires grad is being used in an in-place operation");
-      }
-      return dispatch(op, in, attrs, out);
-    }
+    if (!grad_enabled || !any) return dispatch(op, in, attrs, out);
     const autograd::BackwardDef* def = autograd::find_backward(op.name);
     check(def != nullptr, op.name.c_str(), "has no backward formula registered (autograd cannot record it)");
     if (!def->fn) return dispatch(op, in, attrs, out);  // integer or index outputs
@@ -112,8 +109,6 @@ class AutogradMode final : public DispatchMode {
   static std::vector<Tensor> record_in_place(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
                                              std::span<const Tensor> out) {
     for (const Tensor& o : out) {
-      check(!(wants_grad(o) && o.is_leaf()), op.name.c_str(),
-            "a leaf tensor that requires grad is being used in an in-place operation");
       // Recording it would need the base's history rewritten too (PyTorch's
       // CopySlices); refuse rather than give the base a wrong gradient.
       check(!o.impl()->is_view, op.name.c_str(),
