@@ -101,23 +101,12 @@ inline BlockList block_list(const Tensor& num, const Tensor& idx, const Tensor& 
 struct Shapes {
   int64_t B, Hq, Hkv, L, S, E, Ev, group;
   double scale;
+  int64_t Bkv;  // B, or 1 when k and v broadcast over the batch (a shared or paged cache)
+  int64_t kv_batch(int64_t b) const { return Bkv == 1 ? 0 : b; }
 };
 
 Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m, const FlexOptions& o);
 
-// Scores of one query row against keys k0..k0+n (kt: the block transposed, E x bs).
-template <class T>
-void scores_row(const T* q, const T* kt, int64_t bs, int64_t E, int64_t n, T scale, T* s) {
-  if constexpr (std::is_same_v<T, float>) {
-    attention_simd::scores_row(q, kt, bs, E, n, scale, s);
-  } else {
-    for (int64_t j = 0; j < n; ++j) {
-      T acc = 0;
-      for (int64_t e = 0; e < E; ++e) acc += q[e] * kt[e * bs + j];
-      s[j] = acc * scale;
-    }
-  }
-}
 template <class T>
 T exp_sub_sum(T* s, int64_t n, T mx) {
   if constexpr (std::is_same_v<T, float>) return attention_simd::exp_sub_sum(s, n, mx);
@@ -125,19 +114,6 @@ T exp_sub_sum(T* s, int64_t n, T mx) {
   for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
   return sum;
 }
-template <class T>
-void scale_accumulate(T* acc, T corr, const T* p, const T* v, int64_t n, int64_t Ev) {
-  if constexpr (std::is_same_v<T, float>) {
-    attention_simd::scale_accumulate(acc, corr, p, v, n, Ev);
-  } else {
-    for (int64_t e = 0; e < Ev; ++e) {
-      T a = acc[e] * corr;
-      for (int64_t j = 0; j < n; ++j) a += p[j] * v[j * Ev + e];
-      acc[e] = a;
-    }
-  }
-}
-
 // One query row meets one KV block: applies score_mod (and mask_mod on a
 // partial block) to the raw scores in `row`, then the online-softmax update
 // of the row's running max `mx` and sum `l`. Leaves exp(score - max) in
@@ -165,6 +141,30 @@ T online_softmax_step(T* row, int64_t cols, bool partial, int64_t b, int64_t h, 
   return corr;
 }
 
+// C (M x N) = alpha * A @ B (+ C): the SIMD micro-kernel for float32, plain
+// loops for float64 (tests). Strides as in attention_simd::gemm.
+template <class T>
+void gemm(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t ldb,
+          T* C, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>) {
+    attention_simd::gemm(M, N, K, alpha, A, a_rs, a_cs, B, ldb, C, ldc, accumulate);
+  } else {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        T t = 0;
+        for (int64_t k = 0; k < K; ++k) t += A[i * a_rs + k * a_cs] * B[k * ldb + j];
+        C[i * ldc + j] = accumulate ? C[i * ldc + j] + alpha * t : alpha * t;
+      }
+  }
+}
+
+// Copies rows x cols of `src` (row stride ld) to dst transposed (cols x ld_dst).
+template <class T>
+void transpose_block(const T* src, int64_t rows, int64_t cols, int64_t ld, T* dst, int64_t ld_dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld + c];
+}
+
 // Out (B, Hq, L, Ev) and lse (B, Hq, L) from contiguous T inputs. One task
 // per (b, h, query block); KV blocks outer so each block of K is transposed
 // once and reused by every row; per-row online-softmax state (max, sum, acc).
@@ -174,14 +174,14 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t bs = m.block_size, nq = m.num_q_blocks();
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> sc(static_cast<size_t>(4 * bs)), kt(static_cast<size_t>(bs * s.E)), corr(4);
+    std::vector<T> sc(static_cast<size_t>(bs * bs)), kt(static_cast<size_t>(bs * s.E));
     std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), acc(static_cast<size_t>(bs * s.Ev));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
       const BlockList bl = block_list(m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.B,
                                       m.H, b, h, qb);
-      const T* K = k + (b * s.Hkv + hk) * s.S * s.E;
-      const T* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
+      const T* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
+      const T* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
       const int64_t i0 = qb * bs, rows = std::min(s.L, i0 + bs) - i0;
       std::fill(mx.begin(), mx.end(), kNegInf);
       std::fill(l.begin(), l.end(), T(0));
@@ -190,27 +190,18 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
-        for (int64_t j = 0; j < cols; ++j)
-          for (int64_t e = 0; e < s.E; ++e) kt[e * bs + j] = K[(k0 + j) * s.E + e];
-        // Rows in groups of four (float32) so each K and V vector loaded serves four rows.
-        for (int64_t r = 0; r < rows;) {
-          const int64_t g = std::is_same_v<T, float> && rows - r >= 4 ? 4 : 1;
-          const T* qrow = q + ((b * s.Hq + h) * s.L + i0 + r) * s.E;
-          if constexpr (std::is_same_v<T, float>) {
-            if (g == 4) attention_simd::scores_rows4(qrow, s.E, kt.data(), bs, s.E, cols, static_cast<float>(s.scale), sc.data(), bs);
-          }
-          if (g == 1) scores_row<T>(qrow, kt.data(), bs, s.E, cols, static_cast<T>(s.scale), sc.data());
-          for (int64_t u = 0; u < g; ++u)
-            corr[u] = online_softmax_step(sc.data() + u * bs, cols, partial, b, h, i0 + r + u, k0, score_mod,
-                                          m.mask_mod, mx[r + u], l[r + u]);
-          if constexpr (std::is_same_v<T, float>) {
-            if (g == 4)
-              attention_simd::scale_accumulate_rows4(acc.data() + r * s.Ev, s.Ev, corr.data(), sc.data(), bs,
-                                                     V + k0 * s.Ev, cols, s.Ev);
-          }
-          if (g == 1) scale_accumulate<T>(acc.data() + r * s.Ev, corr[0], sc.data(), V + k0 * s.Ev, cols, s.Ev);
-          r += g;
+        transpose_block(K + k0 * s.E, cols, s.E, s.E, kt.data(), bs);
+        // S = Q K^T for the whole block, the online-softmax step per row,
+        // then acc = corr * acc + P V.
+        gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), q + ((b * s.Hq + h) * s.L + i0) * s.E, s.E, 1, kt.data(), bs,
+                sc.data(), bs, false);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T c = online_softmax_step(sc.data() + r * bs, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod,
+                                          mx[r], l[r]);
+          if (c != T(1))
+            for (int64_t e = 0; e < s.Ev; ++e) acc[r * s.Ev + e] *= c;
         }
+        gemm<T>(rows, s.Ev, cols, T(1), sc.data(), bs, 1, V + k0 * s.Ev, s.Ev, acc.data(), s.Ev, true);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
@@ -269,8 +260,8 @@ void forward_decode(const float* q, const float* k, const float* v, float* out, 
       std::fill(mx, mx + rows, kNegInf);
       std::fill(l, l + rows, 0.0f);
       std::fill(acc, acc + rows * s.Ev, 0.0f);
-      const float* K = k + (b * s.Hkv + hk) * s.S * s.E;
-      const float* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
+      const float* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
+      const float* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
       for (int64_t n = total * part / P; n < total * (part + 1) / P; ++n) {
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
@@ -308,53 +299,74 @@ void forward_decode(const float* q, const float* k, const float* v, float* out, 
 }
 
 // dq, dk, dv from the saved output and lse (FlashAttention-2's recurrence),
-// walking the transposed block lists. One task per (b, KV head) so the query
-// heads sharing a KV head (GQA) add into dk/dv without races.
+// tiled like the forward: for each KV block (transposed once) and each query
+// block the transposed block list gives, five small GEMMs (scores S = Q K^T,
+// dP = dO V^T, dV += P^T dO, dK += dS^T Q, dQ += dS K) around an
+// elementwise pass that applies the mods, P = exp(S - lse) and
+// dS = P (dP - delta) score_mod'(S) scale. One task per (b, KV head), so the
+// query heads sharing a KV head (GQA) add into dk/dv without races.
 template <class T, class ScoreMod, class MaskMod>
 void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
               const Shapes& s, const BlockMask<MaskMod>& m, const ScoreMod& score_mod) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t bs = m.block_size, nk = m.num_kv_blocks();
   parallel_for(0, s.B * s.Hkv, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> delta(static_cast<size_t>(s.L));
+    std::vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
+        vt(static_cast<size_t>(s.Ev * bs)), p(static_cast<size_t>(bs * bs)), dp(static_cast<size_t>(bs * bs)),
+        deriv(static_cast<size_t>(bs));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / s.Hkv, hk = task % s.Hkv;
-      const T* K = k + (b * s.Hkv + hk) * s.S * s.E;
-      const T* V = v + (b * s.Hkv + hk) * s.S * s.Ev;
+      const T* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
+      const T* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
+      // dk, dv have q's batch size; run() sums them over a broadcast batch.
       T* dK = dk + (b * s.Hkv + hk) * s.S * s.E;
       T* dV = dv + (b * s.Hkv + hk) * s.S * s.Ev;
-      for (int64_t h = hk * s.group; h < (hk + 1) * s.group; ++h) {
-        const int64_t off = (b * s.Hq + h) * s.L;
-        for (int64_t i = 0; i < s.L; ++i) delta[i] = dot(dout + (off + i) * s.Ev, out + (off + i) * s.Ev, s.Ev);
-        for (int64_t kb = 0; kb < nk; ++kb) {
+      // delta_i = dO_i . O_i, for every query row of the group.
+      for (int64_t g = 0; g < s.group; ++g) {
+        const int64_t off = (b * s.Hq + hk * s.group + g) * s.L;
+        for (int64_t i = 0; i < s.L; ++i) delta[g * s.L + i] = dot(dout + (off + i) * s.Ev, out + (off + i) * s.Ev, s.Ev);
+      }
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
+        transpose_block(K + k0 * s.E, cols, s.E, s.E, kt.data(), bs);
+        transpose_block(V + k0 * s.Ev, cols, s.Ev, s.Ev, vt.data(), bs);
+        for (int64_t g = 0; g < s.group; ++g) {
+          const int64_t h = hk * s.group + g, off = (b * s.Hq + h) * s.L;
           const BlockList bl = block_list(m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, m.B, m.H,
                                           b, h, kb);
           for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
             const bool partial = n < bl.n_partial;
             const int64_t qb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
-            for (int64_t i = qb * bs; i < std::min(s.L, (qb + 1) * bs); ++i) {
+            const int64_t i0 = qb * bs, rows = std::min(s.L, i0 + bs) - i0;
+            const T* Q = q + (off + i0) * s.E;
+            const T* dO = dout + (off + i0) * s.Ev;
+            gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.E, 1, kt.data(), bs, p.data(), bs, false);
+            gemm<T>(rows, cols, s.Ev, T(1), dO, s.Ev, 1, vt.data(), bs, dp.data(), bs, false);
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t i = i0 + r;
               const T li = lse[off + i];
-              if (li == -std::numeric_limits<T>::infinity()) continue;
-              const T* Q = q + (off + i) * s.E;
-              const T* dO = dout + (off + i) * s.Ev;
-              T* dQ = dq + (off + i) * s.E;
-              for (int64_t j = kb * bs; j < std::min(s.S, (kb + 1) * bs); ++j) {
-                if (partial && !m.mask_mod(b, h, i, j)) continue;
-                const Dual<T> sd = score_mod(Dual<T>(static_cast<T>(dot(Q, K + j * s.E, s.E) * s.scale), T(1)), b, h, i, j);
-                const T p = std::exp(sd.v - li);
-                const T* Vj = V + j * s.Ev;
-                T dp = 0;
-                for (int64_t e = 0; e < s.Ev; ++e) {
-                  dV[j * s.Ev + e] += p * dO[e];
-                  dp += dO[e] * Vj[e];
-                }
-                const T ds = p * (dp - delta[i]) * sd.d * static_cast<T>(s.scale);
-                const T* Kj = K + j * s.E;
-                for (int64_t e = 0; e < s.E; ++e) {
-                  dQ[e] += ds * Kj[e];
-                  dK[j * s.E + e] += ds * Q[e];
-                }
+              T* pr = p.data() + r * bs;
+              T* dpr = dp.data() + r * bs;
+              if (li == kNegInf) {  // a fully masked row has no gradient
+                std::fill(pr, pr + cols, T(0));
+                std::fill(dpr, dpr + cols, T(0));
+                continue;
               }
+              for (int64_t j = 0; j < cols; ++j) {
+                if (partial && !m.mask_mod(b, h, i, k0 + j)) {
+                  pr[j] = kNegInf, deriv[j] = 0;
+                  continue;
+                }
+                const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j);
+                pr[j] = sd.v, deriv[j] = sd.d;
+              }
+              exp_sub_sum<T>(pr, cols, li);  // P = exp(score - lse); the sum is not needed
+              const T di = delta[g * s.L + i], sc = static_cast<T>(s.scale);
+              for (int64_t j = 0; j < cols; ++j) dpr[j] = pr[j] * (dpr[j] - di) * deriv[j] * sc;  // dS
             }
+            gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.Ev, dV + k0 * s.Ev, s.Ev, true);
+            gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.E, dK + k0 * s.E, s.E, true);
+            gemm<T>(rows, s.E, cols, T(1), dp.data(), bs, 1, K + k0 * s.E, s.E, dq + (off + i0) * s.E, s.E, true);
           }
         }
       }
@@ -403,11 +415,13 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
                             [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
                               NoGradGuard no_grad;
                               const Tensor go = as_compute<T>(grads[0]);
-                              Tensor dq = zeros(qc.sizes(), dtype_of<T>::value), dk = zeros(kc.sizes(), dtype_of<T>::value),
-                                     dv = zeros(vc.sizes(), dtype_of<T>::value);
+                              Tensor dq = zeros(qc.sizes(), dtype_of<T>::value),
+                                     dk = zeros({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value),
+                                     dv = zeros({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value);
                               backward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), saved_out.data_ptr<T>(),
                                           lse.data_ptr<T>(), go.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
                                           dv.data_ptr<T>(), s, m, score_mod);
+                              if (s.Bkv != s.B) dk = dk.sum({0}, true), dv = dv.sum({0}, true);
                               return {dq.to(dq_t), dk.to(dk_t), dv.to(dv_t)};
                             });
   Tensor lse_out;

@@ -17,41 +17,6 @@ namespace kiln::attention_simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 
-// s[j] = scale * sum_e q[e] * kt[e * ld + j] for j < n: one query row
-// against a block of keys stored transposed (E x ld). Four vector
-// accumulators per pass over e, so each q[e] is broadcast once per 4N keys.
-void ScoresRow(const float* q, const float* kt, int64_t ld, int64_t E, int64_t n, float scale, float* s) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vs = hn::Set(d, scale);
-  int64_t j = 0;
-  for (; j + 4 * N <= n; j += 4 * N) {
-    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-    for (int64_t e = 0; e < E; ++e) {
-      const auto qe = hn::Set(d, q[e]);
-      const float* row = kt + e * ld + j;
-      a0 = hn::MulAdd(qe, hn::LoadU(d, row), a0);
-      a1 = hn::MulAdd(qe, hn::LoadU(d, row + N), a1);
-      a2 = hn::MulAdd(qe, hn::LoadU(d, row + 2 * N), a2);
-      a3 = hn::MulAdd(qe, hn::LoadU(d, row + 3 * N), a3);
-    }
-    hn::StoreU(hn::Mul(a0, vs), d, s + j);
-    hn::StoreU(hn::Mul(a1, vs), d, s + j + N);
-    hn::StoreU(hn::Mul(a2, vs), d, s + j + 2 * N);
-    hn::StoreU(hn::Mul(a3, vs), d, s + j + 3 * N);
-  }
-  for (; j + N <= n; j += N) {
-    auto acc = hn::Zero(d);
-    for (int64_t e = 0; e < E; ++e) acc = hn::MulAdd(hn::Set(d, q[e]), hn::LoadU(d, kt + e * ld + j), acc);
-    hn::StoreU(hn::Mul(acc, vs), d, s + j);
-  }
-  for (; j < n; ++j) {
-    float acc = 0;
-    for (int64_t e = 0; e < E; ++e) acc += q[e] * kt[e * ld + j];
-    s[j] = acc * scale;
-  }
-}
-
 // s[j] = exp(s[j] - mx) in place; returns their sum. -inf gives 0.
 float ExpSubSum(float* s, int64_t n, float mx) {
   const D d;
@@ -70,106 +35,6 @@ float ExpSubSum(float* s, int64_t n, float mx) {
     total += s[j];
   }
   return total;
-}
-
-// acc[e] = acc[e] * corr + sum_j p[j] * v[j * Ev + e]. Four vectors of acc
-// stay in registers across the pass over j.
-void ScaleAccumulate(float* acc, float corr, const float* p, const float* v, int64_t n, int64_t Ev) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vc = hn::Set(d, corr);
-  int64_t e = 0;
-  for (; e + 4 * N <= Ev; e += 4 * N) {
-    auto a0 = hn::Mul(hn::LoadU(d, acc + e), vc), a1 = hn::Mul(hn::LoadU(d, acc + e + N), vc);
-    auto a2 = hn::Mul(hn::LoadU(d, acc + e + 2 * N), vc), a3 = hn::Mul(hn::LoadU(d, acc + e + 3 * N), vc);
-    for (int64_t j = 0; j < n; ++j) {
-      const auto pj = hn::Set(d, p[j]);
-      const float* row = v + j * Ev + e;
-      a0 = hn::MulAdd(pj, hn::LoadU(d, row), a0);
-      a1 = hn::MulAdd(pj, hn::LoadU(d, row + N), a1);
-      a2 = hn::MulAdd(pj, hn::LoadU(d, row + 2 * N), a2);
-      a3 = hn::MulAdd(pj, hn::LoadU(d, row + 3 * N), a3);
-    }
-    hn::StoreU(a0, d, acc + e);
-    hn::StoreU(a1, d, acc + e + N);
-    hn::StoreU(a2, d, acc + e + 2 * N);
-    hn::StoreU(a3, d, acc + e + 3 * N);
-  }
-  for (; e + N <= Ev; e += N) {
-    auto a = hn::Mul(hn::LoadU(d, acc + e), vc);
-    for (int64_t j = 0; j < n; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * Ev + e), a);
-    hn::StoreU(a, d, acc + e);
-  }
-  for (; e < Ev; ++e) {
-    float a = acc[e] * corr;
-    for (int64_t j = 0; j < n; ++j) a += p[j] * v[j * Ev + e];
-    acc[e] = a;
-  }
-}
-
-// Four query rows at once (q rows qstride apart, score rows sstride apart):
-// every key vector loaded feeds four FMAs.
-void ScoresRows4(const float* q, int64_t qstride, const float* kt, int64_t ld, int64_t E, int64_t n, float scale,
-                 float* s, int64_t sstride) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vs = hn::Set(d, scale);
-  int64_t j = 0;
-  for (; j + 2 * N <= n; j += 2 * N) {
-    auto a00 = hn::Zero(d), a01 = hn::Zero(d), a10 = hn::Zero(d), a11 = hn::Zero(d);
-    auto a20 = hn::Zero(d), a21 = hn::Zero(d), a30 = hn::Zero(d), a31 = hn::Zero(d);
-    for (int64_t e = 0; e < E; ++e) {
-      const auto k0 = hn::LoadU(d, kt + e * ld + j), k1 = hn::LoadU(d, kt + e * ld + j + N);
-      const auto q0 = hn::Set(d, q[e]), q1 = hn::Set(d, q[qstride + e]);
-      const auto q2 = hn::Set(d, q[2 * qstride + e]), q3 = hn::Set(d, q[3 * qstride + e]);
-      a00 = hn::MulAdd(q0, k0, a00), a01 = hn::MulAdd(q0, k1, a01);
-      a10 = hn::MulAdd(q1, k0, a10), a11 = hn::MulAdd(q1, k1, a11);
-      a20 = hn::MulAdd(q2, k0, a20), a21 = hn::MulAdd(q2, k1, a21);
-      a30 = hn::MulAdd(q3, k0, a30), a31 = hn::MulAdd(q3, k1, a31);
-    }
-    hn::StoreU(hn::Mul(a00, vs), d, s + j), hn::StoreU(hn::Mul(a01, vs), d, s + j + N);
-    hn::StoreU(hn::Mul(a10, vs), d, s + sstride + j), hn::StoreU(hn::Mul(a11, vs), d, s + sstride + j + N);
-    hn::StoreU(hn::Mul(a20, vs), d, s + 2 * sstride + j), hn::StoreU(hn::Mul(a21, vs), d, s + 2 * sstride + j + N);
-    hn::StoreU(hn::Mul(a30, vs), d, s + 3 * sstride + j), hn::StoreU(hn::Mul(a31, vs), d, s + 3 * sstride + j + N);
-  }
-  if (j < n)
-    for (int64_t r = 0; r < 4; ++r) ScoresRow(q + r * qstride, kt + j, ld, E, n - j, scale, s + r * sstride + j);
-}
-
-// Four accumulator rows at once: acc[r] = acc[r] * corr[r] + p[r] @ v, with
-// each value vector loaded once for the four rows.
-void ScaleAccumulateRows4(float* acc, int64_t astride, const float* corr, const float* p, int64_t pstride,
-                          const float* v, int64_t n, int64_t Ev) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  int64_t e = 0;
-  for (; e + 2 * N <= Ev; e += 2 * N) {
-    auto ld = [&](int64_t r, int64_t o) { return hn::Mul(hn::LoadU(d, acc + r * astride + e + o), hn::Set(d, corr[r])); };
-    auto a00 = ld(0, 0), a01 = ld(0, N), a10 = ld(1, 0), a11 = ld(1, N);
-    auto a20 = ld(2, 0), a21 = ld(2, N), a30 = ld(3, 0), a31 = ld(3, N);
-    for (int64_t j = 0; j < n; ++j) {
-      const auto v0 = hn::LoadU(d, v + j * Ev + e), v1 = hn::LoadU(d, v + j * Ev + e + N);
-      const auto p0 = hn::Set(d, p[j]), p1 = hn::Set(d, p[pstride + j]);
-      const auto p2 = hn::Set(d, p[2 * pstride + j]), p3 = hn::Set(d, p[3 * pstride + j]);
-      a00 = hn::MulAdd(p0, v0, a00), a01 = hn::MulAdd(p0, v1, a01);
-      a10 = hn::MulAdd(p1, v0, a10), a11 = hn::MulAdd(p1, v1, a11);
-      a20 = hn::MulAdd(p2, v0, a20), a21 = hn::MulAdd(p2, v1, a21);
-      a30 = hn::MulAdd(p3, v0, a30), a31 = hn::MulAdd(p3, v1, a31);
-    }
-    hn::StoreU(a00, d, acc + e), hn::StoreU(a01, d, acc + e + N);
-    hn::StoreU(a10, d, acc + astride + e), hn::StoreU(a11, d, acc + astride + e + N);
-    hn::StoreU(a20, d, acc + 2 * astride + e), hn::StoreU(a21, d, acc + 2 * astride + e + N);
-    hn::StoreU(a30, d, acc + 3 * astride + e), hn::StoreU(a31, d, acc + 3 * astride + e + N);
-  }
-  if (e < Ev)
-    for (int64_t r = 0; r < 4; ++r) {
-      float* a = acc + r * astride;
-      for (int64_t x = e; x < Ev; ++x) {
-        float t = a[x] * corr[r];
-        for (int64_t j = 0; j < n; ++j) t += p[r * pstride + j] * v[j * Ev + x];
-        a[x] = t;
-      }
-    }
 }
 
 void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
@@ -208,27 +73,87 @@ void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows,
   }
 }
 
+// C (M x N, ldc) = alpha * A @ B (+ C when accumulate). A is M x K with
+// element (i, k) at A[i * a_rs + k * a_cs], so a transposed operand needs no
+// copy; B is K x N with rows ldb apart. Four rows by two vectors per tile:
+// each B vector loaded feeds four FMAs. The forward's two products per
+// block pair and the backward's five all have this form.
+void Gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
+          int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  const D d;
+  const int64_t NL = static_cast<int64_t>(hn::Lanes(d));
+  // Captures no vector: SVE vectors are sizeless and cannot be captured.
+  auto put = [d, alpha, accumulate](float* c, hn::Vec<D> acc) {
+    const auto va = hn::Set(d, alpha);
+    hn::StoreU(accumulate ? hn::MulAdd(acc, va, hn::LoadU(d, c)) : hn::Mul(acc, va), d, c);
+  };
+  auto scalar = [&](int64_t i, int64_t j) {
+    float t = 0;
+    for (int64_t k = 0; k < K; ++k) t += A[i * a_rs + k * a_cs] * B[k * ldb + j];
+    C[i * ldc + j] = accumulate ? C[i * ldc + j] + alpha * t : alpha * t;
+  };
+  int64_t i = 0;
+  for (; i + 4 <= M; i += 4) {
+    const float* a0 = A + i * a_rs;
+    const float *a1 = a0 + a_rs, *a2 = a1 + a_rs, *a3 = a2 + a_rs;
+    int64_t j = 0;
+    for (; j + 2 * NL <= N; j += 2 * NL) {
+      auto c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
+      auto c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
+      for (int64_t k = 0; k < K; ++k) {
+        const float* b = B + k * ldb + j;
+        const auto b0 = hn::LoadU(d, b), b1 = hn::LoadU(d, b + NL);
+        const int64_t ak = k * a_cs;
+        const auto x0 = hn::Set(d, a0[ak]), x1 = hn::Set(d, a1[ak]), x2 = hn::Set(d, a2[ak]), x3 = hn::Set(d, a3[ak]);
+        c00 = hn::MulAdd(x0, b0, c00), c01 = hn::MulAdd(x0, b1, c01);
+        c10 = hn::MulAdd(x1, b0, c10), c11 = hn::MulAdd(x1, b1, c11);
+        c20 = hn::MulAdd(x2, b0, c20), c21 = hn::MulAdd(x2, b1, c21);
+        c30 = hn::MulAdd(x3, b0, c30), c31 = hn::MulAdd(x3, b1, c31);
+      }
+      float* c = C + i * ldc + j;
+      put(c, c00), put(c + NL, c01), put(c + ldc, c10), put(c + ldc + NL, c11);
+      put(c + 2 * ldc, c20), put(c + 2 * ldc + NL, c21), put(c + 3 * ldc, c30), put(c + 3 * ldc + NL, c31);
+    }
+    for (; j + NL <= N; j += NL) {
+      auto c0 = hn::Zero(d), c1 = hn::Zero(d), c2 = hn::Zero(d), c3 = hn::Zero(d);
+      for (int64_t k = 0; k < K; ++k) {
+        const auto b0 = hn::LoadU(d, B + k * ldb + j);
+        const int64_t ak = k * a_cs;
+        c0 = hn::MulAdd(hn::Set(d, a0[ak]), b0, c0), c1 = hn::MulAdd(hn::Set(d, a1[ak]), b0, c1);
+        c2 = hn::MulAdd(hn::Set(d, a2[ak]), b0, c2), c3 = hn::MulAdd(hn::Set(d, a3[ak]), b0, c3);
+      }
+      float* c = C + i * ldc + j;
+      put(c, c0), put(c + ldc, c1), put(c + 2 * ldc, c2), put(c + 3 * ldc, c3);
+    }
+    for (; j < N; ++j)
+      for (int64_t r = 0; r < 4; ++r) scalar(i + r, j);
+  }
+  for (; i < M; ++i) {
+    int64_t j = 0;
+    for (; j + NL <= N; j += NL) {
+      auto c0 = hn::Zero(d);
+      for (int64_t k = 0; k < K; ++k) c0 = hn::MulAdd(hn::Set(d, A[i * a_rs + k * a_cs]), hn::LoadU(d, B + k * ldb + j), c0);
+      put(C + i * ldc + j, c0);
+    }
+    for (; j < N; ++j) scalar(i, j);
+  }
+}
+
 }  // namespace kiln::attention_simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kiln::attention_simd {
-HWY_EXPORT(ScoresRow);
 HWY_EXPORT(ExpSubSum);
-HWY_EXPORT(ScaleAccumulate);
 HWY_EXPORT(DotsRows);
-HWY_EXPORT(ScoresRows4);
-HWY_EXPORT(ScaleAccumulateRows4);
 
-void scores_rows4(const float* q, int64_t qstride, const float* kt, int64_t ld, int64_t E, int64_t n, float scale,
-                  float* s, int64_t sstride) {
-  HWY_DYNAMIC_DISPATCH(ScoresRows4)(q, qstride, kt, ld, E, n, scale, s, sstride);
-}
-void scale_accumulate_rows4(float* acc, int64_t astride, const float* corr, const float* p, int64_t pstride,
-                            const float* v, int64_t n, int64_t Ev) {
-  HWY_DYNAMIC_DISPATCH(ScaleAccumulateRows4)(acc, astride, corr, p, pstride, v, n, Ev);
-}
 HWY_EXPORT(AccumulateRows);
+HWY_EXPORT(Gemm);
+
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
+          int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(Gemm)(M, N, K, alpha, A, a_rs, a_cs, B, ldb, C, ldc, accumulate);
+}
 
 void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
   HWY_DYNAMIC_DISPATCH(DotsRows)(q, rows, k, n, E, scale, s);
@@ -237,12 +162,6 @@ void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows
   HWY_DYNAMIC_DISPATCH(AccumulateRows)(acc, corr, p, rows, v, n, Ev);
 }
 
-void scores_row(const float* q, const float* kt, int64_t ld, int64_t E, int64_t n, float scale, float* s) {
-  HWY_DYNAMIC_DISPATCH(ScoresRow)(q, kt, ld, E, n, scale, s);
-}
 float exp_sub_sum(float* s, int64_t n, float mx) { return HWY_DYNAMIC_DISPATCH(ExpSubSum)(s, n, mx); }
-void scale_accumulate(float* acc, float corr, const float* p, const float* v, int64_t n, int64_t Ev) {
-  HWY_DYNAMIC_DISPATCH(ScaleAccumulate)(acc, corr, p, v, n, Ev);
-}
 }  // namespace kiln::attention_simd
 #endif

@@ -63,9 +63,10 @@ Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Blo
         shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
   check(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
         "expected q, k, v of one floating dtype but got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
-  Shapes s{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 1, 0};
-  check(k.size(0) == s.B && v.size(0) == s.B, op, "batch sizes differ: q ", shape_str(q.sizes()), ", k ",
-        shape_str(k.sizes()), ", v ", shape_str(v.sizes()));
+  Shapes s{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 1, 0, k.size(0)};
+  check((k.size(0) == s.B || k.size(0) == 1) && v.size(0) == k.size(0), op,
+        "k and v need q's batch size or 1 (broadcast) but got q ", shape_str(q.sizes()), ", k ", shape_str(k.sizes()),
+        ", v ", shape_str(v.sizes()));
   check(k.size(3) == s.E, op, "q and k need the same head dim, got ", s.E, " and ", k.size(3));
   check(v.size(1) == s.Hkv && v.size(2) == s.S, op, "k ", shape_str(k.sizes()), " and v ", shape_str(v.sizes()),
         " need the same heads and length");

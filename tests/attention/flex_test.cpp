@@ -64,12 +64,14 @@ void check_against_dense(const std::string& what, const Inputs& in, const ScoreM
   const double tol = f64 ? 1e-10 : (in.q.dtype() == kFloat32 ? 1e-5 : 3e-2);
   expect_close(got.out, values(ref.out), tol, tol, what + " out");
   expect_close(got.lse, values(ref.lse), 1e-5, 1e-5, what + " lse");
-  if (!f64) return;
+  // Gradients: float64 exactly, float32 (the SIMD GEMM path) within its precision.
+  if (!f64 && in.q.dtype() != kFloat32) return;
+  const double gtol = f64 ? 1e-9 : 2e-4;
   const Tensor go = randn(ref.out.sizes(), kFloat64);
   auto want = autograd::grad({ref.out}, {q64, k64, v64}, {go});
-  auto have = autograd::grad({got.out}, {in.q, in.k, in.v}, {go});
+  auto have = autograd::grad({got.out}, {in.q, in.k, in.v}, {go.to(in.q.dtype())});
   const char* names[] = {"dq", "dk", "dv"};
-  for (int i = 0; i < 3; ++i) expect_close(have[i], values(want[i]), 1e-9, 1e-9, what + " " + names[i]);
+  for (int i = 0; i < 3; ++i) expect_close(have[i], values(want[i]), gtol, gtol, what + " " + names[i]);
 }
 
 TEST(FlexAttention, StandardMasksOddLengthsGqaAndBroadcast) {
@@ -90,6 +92,13 @@ TEST(FlexAttention, StandardMasksOddLengthsGqaAndBroadcast) {
                       create_block_mask(and_masks(CausalMask{}, SlidingWindowMask{20}), 1, 1, L, S, bs), {}, 0, gqa);
   check_against_dense("or(prefix, window)", in, NoScoreMod{},
                       create_block_mask(or_masks(PrefixLMMask{5}, SlidingWindowMask{3}), 1, Hq, L, S, bs), {}, 0, gqa);
+  // k and v of batch 1 broadcast over q's batch (their gradients sum over it).
+  Inputs shared{in.q, randn({1, Hkv, S, E}, kFloat64).requires_grad_(), randn({1, Hkv, S, Ev}, kFloat64).requires_grad_()};
+  check_against_dense("kv batch broadcast", shared, NoScoreMod{}, create_block_mask(CausalMask{}, B, 1, L, S, bs), {}, 0, gqa);
+  Inputs shared32{in.q.to(kFloat32).detach().requires_grad_(), shared.k.to(kFloat32).detach().requires_grad_(),
+                  shared.v.to(kFloat32).detach().requires_grad_()};
+  check_against_dense("f32 kv batch broadcast", shared32, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, L, S, bs), {},
+                      0, gqa);
 }
 
 TEST(FlexAttention, ScoreModsWithCapturedTensors) {
@@ -147,6 +156,13 @@ TEST(FlexAttention, LowPrecisionAndScaleOption) {
   check_against_dense("f32 sliding window", f, NoScoreMod{}, create_block_mask(SlidingWindowMask{5}, 1, 1, 37, 45, 16), {}, 0);
   auto shifted = [](int64_t, int64_t, int64_t q, int64_t kv) { return q >= kv + 6; };
   check_against_dense("f32 shifted causal", f, SoftcapScore{4.0}, create_block_mask(shifted, 1, 1, 37, 45, 16), {}, 4.0);
+  // Head dims and lengths that reach every tile shape of the backward GEMMs
+  // (4-row and single-row tiles, two-vector, one-vector and scalar columns).
+  FlexOptions gqa;
+  gqa.enable_gqa = true;
+  Inputs wide = make_qkv(2, 4, 2, 70, 75, 40, 72, kFloat32);
+  check_against_dense("f32 causal E=40 Ev=72 GQA", wide, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 70, 75, 32),
+                      {}, 0, gqa);
   Inputs in = make_qkv(1, 1, 1, 9, 9, 4, 4);
   FlexOptions o;
   o.scale = 0.3;
@@ -252,6 +268,8 @@ TEST(FlexAttention, Errors) {
   const auto bm = create_block_mask(CausalMask{}, 1, 1, 16, 16, 8);
   expect_error([&] { flex_attention(q, k, v, NoScoreMod{}, bm, o); }, {"[flex_attention]", "Q_LEN=16"});
   expect_error([&] { flex_attention(q.view({4, 8, 4}), k, v); }, {"[flex_attention]", "4-D"});
+  expect_error([&] { flex_attention(randn({2, 4, 8, 4}), randn({3, 2, 8, 4}), randn({3, 2, 8, 4}), NoScoreMod{}, o); },
+               {"[flex_attention]", "batch size or 1", "[3, 2, 8, 4]"});
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+// PagedKVCache: page allocation, writes through the page table, and the
+// logical-to-physical conversion of block masks.
+#include "kiln/paged_attention.h"
+
+#include <cstring>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+PagedKVCache::PagedKVCache(int64_t n_pages, int64_t page_size, int64_t max_batch_size, int64_t heads,
+                           int64_t head_dim, DType dtype)
+    : n_pages_(n_pages), page_size_(page_size), max_batch_(max_batch_size) {
+  check(n_pages > 0 && page_size > 0 && max_batch_size > 0 && heads > 0 && head_dim > 0, "PagedKVCache",
+        "expected positive sizes but got n_pages=", n_pages, " page_size=", page_size,
+        " max_batch_size=", max_batch_size, " heads=", heads, " head_dim=", head_dim);
+  k_ = zeros({1, heads, n_pages * page_size, head_dim}, dtype);
+  v_ = zeros({1, heads, n_pages * page_size, head_dim}, dtype);
+  page_table_ = full({max_batch_size, n_pages}, -1, kInt64);
+  physical_to_logical_ = full({max_batch_size, n_pages}, -1, kInt64);
+  for (int64_t p = n_pages - 1; p >= 0; --p) free_.push_back(p);  // page 0 is taken first
+}
+
+int64_t PagedKVCache::check_batch(int64_t batch_idx, const char* op) const {
+  check(batch_idx >= 0 && batch_idx < max_batch_, op, "batch index ", batch_idx, " is outside [0, ", max_batch_, ")");
+  return batch_idx;
+}
+
+int64_t PagedKVCache::capacity(int64_t batch_idx) const {
+  const int64_t* row = page_table_.data_ptr<int64_t>() + check_batch(batch_idx, "PagedKVCache.capacity") * n_pages_;
+  int64_t pages = 0;
+  while (pages < n_pages_ && row[pages] >= 0) ++pages;  // logical pages are filled from 0 up
+  return pages * page_size_;
+}
+
+void PagedKVCache::reserve(int64_t batch_idx, int64_t seq_len) {
+  const char* op = "PagedKVCache.reserve";
+  check_batch(batch_idx, op);
+  const int64_t have = capacity(batch_idx) / page_size_, need = (seq_len + page_size_ - 1) / page_size_;
+  check(need - have <= free_pages(), op, "sequence ", batch_idx, " needs ", need - have, " more pages of ",
+        page_size_, " for length ", seq_len, " but ", free_pages(), " of ", n_pages_, " are free");
+  int64_t* row = page_table_.data_ptr<int64_t>() + batch_idx * n_pages_;
+  int64_t* p2l = physical_to_logical_.data_ptr<int64_t>() + batch_idx * n_pages_;
+  for (int64_t lp = have; lp < need; ++lp) {
+    const int64_t page = free_.back();
+    free_.pop_back();
+    row[lp] = page;
+    p2l[page] = lp;
+  }
+}
+
+void PagedKVCache::erase(int64_t batch_idx) {
+  int64_t* row = page_table_.data_ptr<int64_t>() + check_batch(batch_idx, "PagedKVCache.erase") * n_pages_;
+  int64_t* p2l = physical_to_logical_.data_ptr<int64_t>() + batch_idx * n_pages_;
+  for (int64_t lp = 0; lp < n_pages_ && row[lp] >= 0; ++lp) {
+    free_.push_back(row[lp]);
+    p2l[row[lp]] = -1;
+    row[lp] = -1;
+  }
+}
+
+void PagedKVCache::assign(const Tensor& batch_idx, const Tensor& input_pos, const Tensor& k_val, const Tensor& v_val) {
+  const char* op = "PagedKVCache.assign";
+  const int64_t H = k_.size(1), D = k_.size(3);
+  check(k_val.dim() == 4 && k_val.sizes() == v_val.sizes() && k_val.size(1) == H && k_val.size(3) == D, op,
+        "expected k_val and v_val of shape (B, ", H, ", T, ", D, ") but got ", shape_str(k_val.sizes()), " and ",
+        shape_str(v_val.sizes()));
+  const int64_t B = k_val.size(0), T = k_val.size(2);
+  check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1 && batch_idx.size(0) == B, op,
+        "expected batch_idx of shape (", B, ") int64 but got ", shape_str(batch_idx.sizes()), " ", batch_idx.dtype());
+  check(input_pos.dtype() == kInt64 && input_pos.size(-1) == T &&
+            (input_pos.dim() == 1 || (input_pos.dim() == 2 && input_pos.size(0) == B)),
+        op, "expected input_pos of shape (", T, ") or (", B, ", ", T, ") int64 but got ", shape_str(input_pos.sizes()),
+        " ", input_pos.dtype());
+  const Tensor kc = k_val.to(k_.dtype()).contiguous(), vc = v_val.to(v_.dtype()).contiguous();
+  const Tensor bi = batch_idx.contiguous(), pos = input_pos.contiguous();
+  const size_t row_bytes = static_cast<size_t>(D * k_.element_size());
+  const int64_t slots = n_pages_ * page_size_;
+  auto* kd = static_cast<char*>(k_.raw_data());
+  auto* vd = static_cast<char*>(v_.raw_data());
+  const auto* ks = static_cast<const char*>(kc.raw_data());
+  const auto* vs = static_cast<const char*>(vc.raw_data());
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t seq = check_batch(bi.data_ptr<int64_t>()[b], op);
+    const int64_t cap = capacity(seq);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = pos.data_ptr<int64_t>()[(input_pos.dim() == 2 ? b * T : 0) + t];
+      check(p >= 0 && p < cap, op, "position ", p, " of sequence ", seq, " is not reserved (capacity ", cap, ")");
+      const int64_t slot = page_table_.data_ptr<int64_t>()[seq * n_pages_ + p / page_size_] * page_size_ + p % page_size_;
+      for (int64_t h = 0; h < H; ++h) {
+        const size_t dst = static_cast<size_t>(h * slots + slot) * row_bytes;
+        const size_t src = static_cast<size_t>((b * H + h) * T + t) * row_bytes;
+        std::memcpy(kd + dst, ks + src, row_bytes);
+        std::memcpy(vd + dst, vs + src, row_bytes);
+      }
+    }
+  }
+  k_.bump_version(), v_.bump_version();
+}
+
+Tensor PagedKVCache::physical_to_logical_rows(const Tensor& batch_idx) const {
+  check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1, "PagedKVCache.convert_logical_block_mask",
+        "expected batch_idx (B) int64 but got ", shape_str(batch_idx.sizes()), " ", batch_idx.dtype());
+  for (int64_t i = 0; i < batch_idx.size(0); ++i)
+    check_batch(batch_idx.contiguous().data_ptr<int64_t>()[i], "PagedKVCache.convert_logical_block_mask");
+  return index_select(physical_to_logical_, 0, batch_idx).contiguous();
+}
+
+void PagedKVCache::convert_lists(const BlockMaskData& logical, const Tensor& batch_idx, BlockMaskData& m) const {
+  const char* op = "PagedKVCache.convert_logical_block_mask";
+  const int64_t nb = batch_idx.size(0);
+  check(logical.block_size == page_size_, op, "the block mask's block_size (", logical.block_size,
+        ") must equal the page size (", page_size_, ")");
+  check(logical.B == 1 || logical.B == nb, op, "block mask of B=", logical.B, " for ", nb, " sequences");
+  m.B = nb, m.H = logical.H, m.q_len = logical.q_len, m.kv_len = n_pages_ * page_size_, m.block_size = page_size_;
+  const int64_t nq = logical.num_q_blocks(), nk = logical.num_kv_blocks(), width = n_pages_;
+  m.kv_num_blocks = zeros({nb, m.H, nq}, kInt32);
+  m.full_kv_num_blocks = zeros({nb, m.H, nq}, kInt32);
+  m.kv_indices = zeros({nb, m.H, nq, width}, kInt32);
+  m.full_kv_indices = zeros({nb, m.H, nq, width}, kInt32);
+  // A logical last block shorter than a page reads a page that is only
+  // partly the sequence's: it must go through the (wrapped) mask_mod.
+  const bool short_last = logical.kv_len % page_size_ != 0;
+  const Tensor bi = batch_idx.contiguous();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t* table = page_table_.data_ptr<int64_t>() + bi.data_ptr<int64_t>()[b] * n_pages_;
+    for (int64_t h = 0; h < m.H; ++h)
+      for (int64_t qb = 0; qb < nq; ++qb) {
+        const int64_t lrow = ((logical.B == 1 ? 0 : b) * logical.H + h) * nq + qb, row = (b * m.H + h) * nq + qb;
+        int32_t* pn = m.kv_num_blocks.data_ptr<int32_t>() + row;
+        int32_t* fn = m.full_kv_num_blocks.data_ptr<int32_t>() + row;
+        int32_t* pi = m.kv_indices.data_ptr<int32_t>() + row * width;
+        int32_t* fi = m.full_kv_indices.data_ptr<int32_t>() + row * width;
+        auto add = [&](int64_t kb, bool full) {
+          if (kb >= n_pages_ || table[kb] < 0) return;  // past the reservation: no keys there
+          if (full && !(short_last && kb == nk - 1)) fi[(*fn)++] = static_cast<int32_t>(table[kb]);
+          else pi[(*pn)++] = static_cast<int32_t>(table[kb]);
+        };
+        const int64_t lwidth = logical.kv_indices.size(3);
+        for (int32_t c = 0; c < logical.kv_num_blocks.data_ptr<int32_t>()[lrow]; ++c)
+          add(logical.kv_indices.data_ptr<int32_t>()[lrow * lwidth + c], false);
+        for (int32_t c = 0; c < logical.full_kv_num_blocks.data_ptr<int32_t>()[lrow]; ++c)
+          add(logical.full_kv_indices.data_ptr<int32_t>()[lrow * lwidth + c], true);
+      }
+  }
+  m.build_transposed();
+}
+
+}  // namespace kiln
