@@ -89,6 +89,13 @@ int main(int argc, char** argv) {
     const double bytes = 2.0 * static_cast<double>(k.numel()) * static_cast<double>(k.element_size());
     rep.report("attention", std::string("decode_") + dtype_name(kv_dtype), "GB/s", bytes / t / 1e9, "copy_bandwidth",
                kiln::bench::copy_bandwidth_gbs());
+    if (kv_dtype == kFloat32) {
+      // Flash decoding against the same kernel with one partition per (b, KV head).
+      FlexOptions one = o;
+      one.kv_partitions = 1;
+      const double t1 = time_best([&] { r = flex_attention(q, k, v, NoScoreMod{}, one); }, 3);
+      rep.report("attention", "decode_split", "GB/s", bytes / t / 1e9, "one_partition", bytes / t1 / 1e9);
+    }
   }
   return 0;
 }

@@ -235,8 +235,9 @@ int64_t decode_partitions(const Shapes& s, const BlockMask<MaskMod>& m, int64_t 
   return std::max<int64_t>(1, std::min(want, blocks / 4));
 }
 
-template <class ScoreMod, class MaskMod>
-void forward_decode(const float* q, const float* k, const float* v, float* out, float* lse, const Shapes& s,
+// KV: float, or BFloat16 read as stored (widened in registers).
+template <class KV, class ScoreMod, class MaskMod>
+void forward_decode(const float* q, const KV* k, const KV* v, float* out, float* lse, const Shapes& s,
                     const BlockMask<MaskMod>& m, const ScoreMod& score_mod, int64_t P) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t bs = m.block_size, rows = s.group * s.L;  // row r: query head hk*group + r/L, position r%L
@@ -260,8 +261,8 @@ void forward_decode(const float* q, const float* k, const float* v, float* out, 
       std::fill(mx, mx + rows, kNegInf);
       std::fill(l, l + rows, 0.0f);
       std::fill(acc, acc + rows * s.Ev, 0.0f);
-      const float* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
-      const float* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
+      const KV* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
+      const KV* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
       for (int64_t n = total * part / P; n < total * (part + 1) / P; ++n) {
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
@@ -379,10 +380,28 @@ Tensor as_compute(const Tensor& t) {
   return t.to(dtype_of<T>::value).contiguous();
 }
 
+// Decoding over a bfloat16 K/V cache, without gradients: the cache is read
+// as stored instead of converted to float32 first (half the bytes).
+template <class ScoreMod, class MaskMod>
+FlexOutput decode_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Shapes& s, const BlockMask<MaskMod>& m,
+                       const ScoreMod& score_mod, const FlexOptions& opt) {
+  NoGradGuard no_grad;
+  const Tensor qc = as_compute<float>(q), kc = k.contiguous(), vc = v.contiguous();
+  Tensor out = empty({s.B, s.Hq, s.L, s.Ev}, kFloat32), lse = empty({s.B, s.Hq, s.L}, kFloat32);
+  forward_decode(qc.data_ptr<float>(), kc.data_ptr<BFloat16>(), vc.data_ptr<BFloat16>(), out.data_ptr<float>(),
+                 lse.data_ptr<float>(), s, m, score_mod, decode_partitions(s, m, opt.kv_partitions));
+  return {out.to(q.dtype()), opt.return_lse ? lse : Tensor{}};
+}
+
 template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
   const Shapes s = check_inputs(q, k, v, m, opt);
+  if constexpr (std::is_same_v<T, float>) {
+    const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    if (!records && k.dtype() == kBFloat16 && decode_eligible(s, m) && opt.kv_partitions != 1)
+      return decode_bf16(q, k, v, s, m, score_mod, opt);
+  }
   Tensor qc, kc, vc;
   {
     NoGradGuard no_grad;

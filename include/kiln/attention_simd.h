@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kiln/dtype.h"
+
 namespace kiln::attention_simd {
 
 // s[j] = exp(s[j] - mx); returns the sum.
@@ -12,6 +14,10 @@ float exp_sub_sum(float* s, int64_t n, float mx);
 void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s);
 // acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j], for r < rows.
 void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev);
+// The same reading a bfloat16 cache directly (widened in registers).
+void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s);
+void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
+                     int64_t Ev);
 
 // C (M x N, row stride ldc) = alpha * A @ B, plus C when accumulate. A is
 // M x K with element (i, k) at A[i * a_rs + k * a_cs] (a transpose is just

@@ -37,40 +37,72 @@ float ExpSubSum(float* s, int64_t n, float mx) {
   return total;
 }
 
-void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
+// Keys and values are read as stored: float32, or bfloat16 bits widened in
+// registers (decoding over a bf16 cache reads half the bytes).
+HWY_INLINE hn::Vec<D> LoadKV(D d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE hn::Vec<D> LoadKV(D d, const uint16_t* p) {
+  const hn::Rebind<uint16_t, D> d16;
+  const hn::RebindToUnsigned<D> d32;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
+}
+inline float KVToFloat(float x) { return x; }
+inline float KVToFloat(uint16_t bits) {
+  const uint32_t w = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &w, sizeof f);
+  return f;
+}
+
+template <class KV>
+void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, float scale, float* s) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t j = 0; j < n; ++j) {
-    const float* kj = k + j * E;
+    const KV* kj = k + j * E;
     for (int64_t r = 0; r < rows; ++r) {
       const float* qr = q + r * E;
       auto acc = hn::Zero(d);
       int64_t e = 0;
-      for (; e + N <= E; e += N) acc = hn::MulAdd(hn::LoadU(d, qr + e), hn::LoadU(d, kj + e), acc);
+      for (; e + N <= E; e += N) acc = hn::MulAdd(hn::LoadU(d, qr + e), LoadKV(d, kj + e), acc);
       float t = hn::GetLane(hn::SumOfLanes(d, acc));
-      for (; e < E; ++e) t += qr[e] * kj[e];
+      for (; e < E; ++e) t += qr[e] * KVToFloat(kj[e]);
       s[r * n + j] = t * scale;
     }
   }
 }
 
-void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev) {
+template <class KV>
+void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows, const KV* v, int64_t n, int64_t Ev) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t e = 0; e < Ev; ++e) acc[r * Ev + e] *= corr[r];
   for (int64_t j = 0; j < n; ++j) {
-    const float* vj = v + j * Ev;
+    const KV* vj = v + j * Ev;
     for (int64_t r = 0; r < rows; ++r) {
       const float pj = p[r * n + j];
       if (pj == 0.0f) continue;
       float* ar = acc + r * Ev;
       const auto vp = hn::Set(d, pj);
       int64_t e = 0;
-      for (; e + N <= Ev; e += N) hn::StoreU(hn::MulAdd(vp, hn::LoadU(d, vj + e), hn::LoadU(d, ar + e)), d, ar + e);
-      for (; e < Ev; ++e) ar[e] += pj * vj[e];
+      for (; e + N <= Ev; e += N) hn::StoreU(hn::MulAdd(vp, LoadKV(d, vj + e), hn::LoadU(d, ar + e)), d, ar + e);
+      for (; e < Ev; ++e) ar[e] += pj * KVToFloat(vj[e]);
     }
   }
+}
+
+void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
+  DotsRowsT(q, rows, k, n, E, scale, s);
+}
+void DotsRowsBF16(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s) {
+  DotsRowsT(q, rows, k, n, E, scale, s);
+}
+void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev) {
+  AccumulateRowsT(acc, corr, p, rows, v, n, Ev);
+}
+void AccumulateRowsBF16(float* acc, const float* corr, const float* p, int64_t rows, const uint16_t* v, int64_t n,
+                        int64_t Ev) {
+  AccumulateRowsT(acc, corr, p, rows, v, n, Ev);
 }
 
 // C (M x N, ldc) = alpha * A @ B (+ C when accumulate). A is M x K with
@@ -148,6 +180,8 @@ HWY_EXPORT(ExpSubSum);
 HWY_EXPORT(DotsRows);
 
 HWY_EXPORT(AccumulateRows);
+HWY_EXPORT(DotsRowsBF16);
+HWY_EXPORT(AccumulateRowsBF16);
 HWY_EXPORT(Gemm);
 
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
@@ -162,6 +196,13 @@ void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows
   HWY_DYNAMIC_DISPATCH(AccumulateRows)(acc, corr, p, rows, v, n, Ev);
 }
 
+void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s) {
+  HWY_DYNAMIC_DISPATCH(DotsRowsBF16)(q, rows, reinterpret_cast<const uint16_t*>(k), n, E, scale, s);
+}
+void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
+                     int64_t Ev) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRowsBF16)(acc, corr, p, rows, reinterpret_cast<const uint16_t*>(v), n, Ev);
+}
 float exp_sub_sum(float* s, int64_t n, float mx) { return HWY_DYNAMIC_DISPATCH(ExpSubSum)(s, n, mx); }
 }  // namespace kiln::attention_simd
 #endif

@@ -254,6 +254,15 @@ TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
     FlexOptions o;
     o.enable_gqa = true, o.kv_partitions = 4;
     check_against_dense("decode softcap window", in, SoftcapScore{3.0}, wm, {}, 3.0, o);
+    // A bfloat16 cache, read as stored, against float32 on the same values.
+    NoGradGuard no_grad;
+    const Tensor qb = in.q.to(kBFloat16), kb = in.k.to(kBFloat16), vb = in.v.to(kBFloat16);
+    o.return_lse = true;
+    FlexOutput low = flex_attention(qb, kb, vb, NoScoreMod{}, wm, o);
+    FlexOutput ref = flex_attention(qb.to(kFloat32), kb.to(kFloat32), vb.to(kFloat32), NoScoreMod{}, wm, o);
+    EXPECT_EQ(low.out.dtype(), kBFloat16);
+    expect_close(low.out, values(ref.out), 1e-2, 1e-2, "bf16 cache decode");
+    expect_close(low.lse, values(ref.lse), 1e-5, 1e-5, "bf16 cache decode lse");
   }
 }
 
