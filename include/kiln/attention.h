@@ -2,9 +2,9 @@
 // attention with a user score_mod(score, b, h, q_idx, kv_idx) and a block-
 // sparse mask built from mask_mod(b, h, q_idx, kv_idx). The mods are template
 // parameters, so the compiler inlines them into the kernel loops.
-// Kernels: kiln/attention_kernels.h. Status: forward and backward (tiled,
-// online softmax, visiting only listed blocks) and flash decoding; the KV
-// cache and gradients for tensors captured by mods are not written yet.
+// Kernels: kiln/attention_kernels.h (tiled forward and backward built on one
+// SIMD GEMM micro-kernel, flash decoding); paged KV cache:
+// kiln/paged_attention.h. Not yet: gradients for tensors captured by mods.
 #pragma once
 #include <cmath>
 #include <optional>

@@ -453,8 +453,9 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
 
 }  // namespace attention_detail
 
-// q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev). Differentiable in
-// q, k and v (not yet in tensors captured by the mods).
+// q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev); k and v may have
+// batch 1 (broadcast, as for a shared or paged cache). Differentiable in q,
+// k and v (not yet in tensors captured by the mods).
 template <class ScoreMod, class MaskMod>
 FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod,
                           const BlockMask<MaskMod>& block_mask, FlexOptions options = {}) {

@@ -1,6 +1,7 @@
 // The one header a kiln user includes.
 #pragma once
 #include "kiln/attention.h"
+#include "kiln/compile.h"
 #include "kiln/paged_attention.h"
 #include "kiln/autograd.h"
 #include "kiln/dispatch.h"

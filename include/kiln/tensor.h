@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,19 @@
 #include "kiln/tensor_impl.h"
 
 namespace kiln {
+
+namespace detail {
+// Set by kiln::compile's tracer on its thread (null otherwise): called before
+// a tensor's memory is read or handed out, so a traced tensor whose value is
+// not computed yet gets computed first (a graph break). `where` is the
+// caller's location, for the break's report.
+using ConcreteValueHook = void (*)(const TensorImpl* t, const char* what, const std::source_location& where);
+extern thread_local ConcreteValueHook concrete_value_hook;
+inline void on_concrete_value(const TensorImpl* t, const char* what, const std::source_location& where) {
+  if (concrete_value_hook) [[unlikely]]
+    concrete_value_hook(t, what, where);
+}
+}  // namespace detail
 
 class Tensor {
  public:
@@ -42,10 +56,13 @@ class Tensor {
   void bump_version() const { checked()->version->fetch_add(1); }
 
   // Element access
-  template <typename T> T* data_ptr() const;
-  void* raw_data() const { return checked()->data(); }
-  template <typename T> T item() const;
-  Scalar item() const;
+  template <typename T> T* data_ptr(std::source_location where = std::source_location::current()) const;
+  void* raw_data(std::source_location where = std::source_location::current()) const {
+    detail::on_concrete_value(checked(), "raw_data()", where);
+    return checked()->data();
+  }
+  template <typename T> T item(std::source_location where = std::source_location::current()) const;
+  Scalar item(std::source_location where = std::source_location::current()) const;
 
   // Views (never copy)
   Tensor view(Shape shape) const;

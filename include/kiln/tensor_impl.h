@@ -54,6 +54,8 @@ struct TensorImpl {
   bool wrapped_number = false;
   // Made by a view op: shares its storage with a base tensor.
   bool is_view = false;
+  // Bit d set: kiln::compile treats dim d's size as dynamic (mark_dynamic).
+  uint64_t dynamic_dims = 0;
   std::shared_ptr<AutogradMeta> autograd;
 
   int64_t numel() const;

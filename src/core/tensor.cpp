@@ -32,31 +32,35 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+thread_local detail::ConcreteValueHook detail::concrete_value_hook = nullptr;
+
 template <typename T>
-T* Tensor::data_ptr() const {
+T* Tensor::data_ptr(std::source_location where) const {
   check(dtype() == dtype_of<T>::value, "data_ptr", "expected a tensor of dtype ", dtype_of<T>::value,
         " but this tensor has dtype ", dtype());
-  return reinterpret_cast<T*>(raw_data());
+  detail::on_concrete_value(checked(), "data_ptr()", where);
+  return reinterpret_cast<T*>(raw_data(where));
 }
 
 template <typename T>
-T Tensor::item() const {
+T Tensor::item(std::source_location where) const {
   check(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
+  detail::on_concrete_value(checked(), std::is_same_v<T, bool> ? "converting a tensor to bool" : "item()", where);
   return visit_dtype(dtype(), [&](auto tag) {
     using S = decltype(tag);
-    return cpu::convert<T>(*reinterpret_cast<const S*>(raw_data()));
+    return cpu::convert<T>(*reinterpret_cast<const S*>(raw_data(where)));
   });
 }
 
-Scalar Tensor::item() const {
-  if (dtype() == kBool) return Scalar(item<bool>());
-  if (is_floating(dtype())) return Scalar(item<double>());
-  return Scalar(item<int64_t>());
+Scalar Tensor::item(std::source_location where) const {
+  if (dtype() == kBool) return Scalar(item<bool>(where));
+  if (is_floating(dtype())) return Scalar(item<double>(where));
+  return Scalar(item<int64_t>(where));
 }
 
-#define KILN_INSTANTIATE(T)                 \
-  template T* Tensor::data_ptr<T>() const;  \
-  template T Tensor::item<T>() const;
+#define KILN_INSTANTIATE(T)                                      \
+  template T* Tensor::data_ptr<T>(std::source_location) const; \
+  template T Tensor::item<T>(std::source_location) const;
 KILN_INSTANTIATE(bool)
 KILN_INSTANTIATE(uint8_t)
 KILN_INSTANTIATE(int8_t)

@@ -93,7 +93,11 @@ Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, 
 
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) { return full({}, value, dtype); }
 Tensor wrapped_scalar(Scalar value) {
-  Tensor t = full({}, value, value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype());
+  // Straight to the kernel, past the modes: under kiln::compile a C++ number
+  // is then a graph input read at run time, not a constant of the graph
+  // (which would recompile whenever the number changes).
+  const DType dt = value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype();
+  Tensor t = run_kernel(kFill, {}, Attrs{{"value", value.to_double()}, {"size", Shape{}}, {"dtype", dt}})[0];
   t.impl()->wrapped_number = true;
   return t;
 }

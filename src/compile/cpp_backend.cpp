@@ -1,0 +1,291 @@
+// The "cpp" backend: runs of float32 elementwise nodes over one shape become
+// one generated C++ loop, so their intermediates are never written to
+// memory. The source is compiled with the system compiler into a shared
+// object cached on disk under $KILN_CACHE_DIR (default ~/.cache/kiln), keyed
+// by a hash of source, compiler and flags, and loaded with dlopen; a second
+// run or process compiles nothing. Writes go to a file unique to the process
+// and are renamed into place, so processes compiling the same kernel at once
+// never see a partial file. A failing compiler leaves the graph to the
+// interpreter, with a warning. The loop runs over [lo, hi) so kiln's thread
+// pool splits it.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "graph.h"
+#include "kiln/runtime.h"
+
+namespace kiln::compiler::detail {
+
+using FusedFn = void (*)(const float* const* in, const float* scalars, float* const* out, int64_t lo, int64_t hi);
+
+struct FusedKernel {
+  std::vector<int> nodes;    // in order; run one by one when the loop cannot be used
+  std::vector<int> inputs;   // tensor inputs, same shape as the loop
+  std::vector<int> scalars;  // 0-dim inputs, read once per call
+  std::vector<int> outputs;  // values needed after the loop
+  std::string symbol;
+  FusedFn fn = nullptr;
+};
+
+namespace {
+
+// C++ for one elementwise op on operands a (and b); empty when not fusable.
+std::string expression(const TracedNode& n, const std::string& a, const std::string& b) {
+  const std::string& op = n.op->name;
+  auto num = [](double x) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.9ef", x);
+    return std::string(buf);
+  };
+  if (op == "add") return a + " + " + num(n.attrs.get_double("alpha")) + " * " + b;
+  if (op == "sub") return a + " - " + num(n.attrs.get_double("alpha")) + " * " + b;
+  if (op == "mul") return a + " * " + b;
+  if (op == "div") return a + " / " + b;
+  if (op == "neg") return "-" + a;
+  if (op == "abs") return "std::fabs(" + a + ")";
+  if (op == "exp") return "std::exp(" + a + ")";
+  if (op == "log") return "std::log(" + a + ")";
+  if (op == "sqrt") return "std::sqrt(" + a + ")";
+  if (op == "rsqrt") return "1.0f / std::sqrt(" + a + ")";
+  if (op == "reciprocal") return "1.0f / " + a;
+  if (op == "sin") return "std::sin(" + a + ")";
+  if (op == "cos") return "std::cos(" + a + ")";
+  if (op == "tanh") return "std::tanh(" + a + ")";
+  if (op == "erf") return "std::erf(" + a + ")";
+  if (op == "square") return a + " * " + a;
+  if (op == "sigmoid") return "1.0f / (1.0f + std::exp(-" + a + "))";
+  if (op == "silu") return a + " / (1.0f + std::exp(-" + a + "))";
+  if (op == "relu") return a + " > 0.0f ? " + a + " : (" + a + " != " + a + " ? " + a + " : 0.0f)";
+  if (op == "gelu") return "0.5f * " + a + " * (1.0f + std::erf(" + a + " * 0.70710678f))";
+  if (op == "gelu_tanh")
+    return "0.5f * " + a + " * (1.0f + std::tanh(0.7978845608f * (" + a + " + 0.044715f * " + a + " * " + a + " * " + a +
+           ")))";
+  return "";
+}
+
+int arity(const std::string& op) {
+  return op == "add" || op == "sub" || op == "mul" || op == "div" ? 2 : 1;
+}
+
+const Shape& sizes_of(const Trace& t, int v) {
+  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].sizes() : t.values[v]->sizes;
+}
+DType dtype_of_value(const Trace& t, int v) {
+  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].dtype() : t.values[v]->dtype;
+}
+bool contiguous_value(const Trace& t, int v) {
+  if (t.value_ext[v] >= 0) return t.externals[t.value_ext[v]].is_contiguous();
+  return t.values[v]->strides == contiguous_strides(t.values[v]->sizes);
+}
+
+// A node the loop can take: a known elementwise op producing float32 of the
+// loop's shape from float32 operands of that shape (contiguous) or 0-dim.
+bool fusable(const Trace& t, const Plan& p, const TracedNode& n, const Shape& shape) {
+  if (n.op->kind != OpKind::Compute || n.outputs.size() != 1 || expression(n, "a", "b").empty()) return false;
+  if (static_cast<int>(n.inputs.size()) != arity(n.op->name)) return false;
+  const int out = n.outputs[0];
+  if (dtype_of_value(t, out) != kFloat32 || sizes_of(t, out) != shape) return false;
+  for (int in : n.inputs) {
+    const int v = p.rep[in];
+    if (sizes_of(t, v).empty()) continue;  // a scalar: any dtype, converted once
+    if (dtype_of_value(t, v) != kFloat32 || sizes_of(t, v) != shape || !contiguous_value(t, v)) return false;
+  }
+  return true;
+}
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/kiln";
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+std::atomic<int64_t> compiler_run_count{0};
+
+// Loaded shared objects by cache file, kept open for the process's life.
+std::mutex so_mu;
+std::map<std::string, void*>& loaded() {
+  static std::map<std::string, void*> m;
+  return m;
+}
+
+// The shared object for `source`, from the disk cache or compiled now.
+void* load_or_build(const std::string& source, std::string* warning) {
+  const char* cxx_env = std::getenv("KILN_CXX");
+  const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
+  const std::string flags = "-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags));
+  const std::string dir = cache_dir(), so = dir + "/" + hash + ".so";
+  std::lock_guard<std::mutex> lock(so_mu);
+  if (auto it = loaded().find(so); it != loaded().end()) return it->second;
+  if (::access(so.c_str(), R_OK) != 0) {
+    make_dirs(dir);
+    const std::string tmp = dir + "/" + hash + "." + std::to_string(::getpid()) + ".tmp";
+    {
+      std::ofstream f(tmp + ".cpp");
+      f << source;
+    }
+    const std::string cmd = cxx + " " + flags + " -o " + tmp + ".so " + tmp + ".cpp 2>" + tmp + ".log";
+    compiler_run_count++;
+    const int rc = std::system(cmd.c_str());
+    std::ifstream log(tmp + ".log");
+    const std::string diag((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    std::remove((tmp + ".cpp").c_str());
+    std::remove((tmp + ".log").c_str());
+    if (rc != 0) {
+      std::remove((tmp + ".so").c_str());
+      *warning = "the C++ compiler failed (" + cmd + "): " + diag.substr(0, 300) + "; running the graph with the interpreter";
+      return nullptr;
+    }
+    std::rename((tmp + ".so").c_str(), so.c_str());  // atomic: readers see all of it or nothing
+  }
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    *warning = std::string("cannot load ") + so + ": " + ::dlerror() + "; running the graph with the interpreter";
+    return nullptr;
+  }
+  loaded().emplace(so, h);
+  return h;
+}
+
+}  // namespace
+
+void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
+  // Uses of each value outside its node, to know what a loop must write.
+  std::vector<int> users_after(t.num_values(), 0);
+  for (int n : plan.order)
+    for (int in : t.nodes[n].inputs) users_after[plan.rep[in]]++;
+  std::vector<bool> live_rep(t.num_values(), false);
+  for (int v = 0; v < t.num_values(); ++v)
+    if (t.live[v]) live_rep[plan.rep[v]] = true;
+
+  std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) in plan.order
+  for (size_t i = 0; i < plan.order.size();) {
+    const TracedNode& first = t.nodes[plan.order[i]];
+    const Shape shape = first.outputs.size() == 1 ? sizes_of(t, first.outputs[0]) : Shape{};
+    size_t j = i;
+    while (j < plan.order.size() && !shape.empty() && fusable(t, plan, t.nodes[plan.order[j]], shape)) ++j;
+    if (j - i >= 2) groups.emplace_back(i, j);  // one op alone is already a tuned kernel
+    i = std::max(j, i + 1);
+  }
+  if (groups.empty()) return;
+
+  std::ostringstream src;
+  src << "// kiln fused elementwise loops\n#include <cmath>\n#include <cstdint>\n\n";
+  std::vector<std::shared_ptr<FusedKernel>> kernels;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto k = std::make_shared<FusedKernel>();
+    k->symbol = "kiln_fused_" + std::to_string(g);
+    std::map<int, std::string> name;  // value -> C++ expression holding it
+    std::vector<int> produced;
+    std::ostringstream body;
+    for (size_t i = groups[g].first; i < groups[g].second; ++i) {
+      const TracedNode& n = t.nodes[plan.order[i]];
+      k->nodes.push_back(plan.order[i]);
+      std::string operand[2];
+      for (size_t a = 0; a < n.inputs.size(); ++a) {
+        const int v = plan.rep[n.inputs[a]];
+        if (!name.count(v)) {
+          if (sizes_of(t, v).empty()) {
+            name[v] = "s[" + std::to_string(k->scalars.size()) + "]";
+            k->scalars.push_back(v);
+          } else {
+            name[v] = "in" + std::to_string(k->inputs.size()) + "[j]";
+            k->inputs.push_back(v);
+          }
+        }
+        operand[a] = name[v];
+      }
+      const int out = n.outputs[0];
+      body << "    const float v" << out << " = " << expression(n, operand[0], operand[1]) << ";\n";
+      name[out] = std::string("v").append(std::to_string(out));  // (operator+ trips GCC 12's -Wrestrict)
+      produced.push_back(out);
+      for (int in : n.inputs) users_after[plan.rep[in]]--;
+    }
+    for (int v : produced)
+      if (users_after[v] > 0 || live_rep[v]) {
+        body << "    out" << k->outputs.size() << "[j] = v" << v << ";\n";
+        k->outputs.push_back(v);
+      }
+    src << "extern \"C\" void " << k->symbol
+        << "(const float* const* in, const float* s, float* const* out, int64_t lo, int64_t hi) {\n";
+    for (size_t i = 0; i < k->inputs.size(); ++i) src << "  const float* __restrict in" << i << " = in[" << i << "];\n";
+    for (size_t i = 0; i < k->outputs.size(); ++i) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
+    src << "  (void)in; (void)s; (void)out;\n#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n"
+        << body.str() << "  }\n}\n\n";
+    kernels.push_back(k);
+  }
+  plan.source = src.str();
+  void* so = load_or_build(plan.source, warning);
+  if (!so) return;
+  for (auto& k : kernels) {
+    k->fn = reinterpret_cast<FusedFn>(::dlsym(so, k->symbol.c_str()));
+    if (!k->fn) {
+      *warning = "generated code lacks " + k->symbol + "; running the graph with the interpreter";
+      return;
+    }
+  }
+  // Each group becomes one entry of the order.
+  std::vector<int> order;
+  std::vector<std::shared_ptr<FusedKernel>> fused;
+  size_t g = 0;
+  for (size_t i = 0; i < plan.order.size(); ++i) {
+    if (g < groups.size() && i == groups[g].first) {
+      order.push_back(plan.order[i]);
+      fused.push_back(kernels[g]);
+      i = groups[g].second - 1;
+      ++g;
+      continue;
+    }
+    order.push_back(plan.order[i]);
+    fused.push_back(nullptr);
+  }
+  plan.order = std::move(order);
+  plan.fused = std::move(fused);
+}
+
+const std::vector<int>& fused_nodes(const FusedKernel& k) { return k.nodes; }
+int64_t compiler_runs() { return compiler_run_count.load(); }
+
+bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) {
+  const Shape& shape = t.values[t.nodes[k.nodes.front()].outputs[0]]->sizes;
+  const int64_t n = shape_numel(shape);
+  std::vector<const float*> in;
+  for (int v : k.inputs) {
+    const Tensor& x = vals[v];
+    // The structure key fixes dtypes and layouts, but not every size under
+    // dynamic shapes: check before trusting the loop.
+    if (x.dtype() != kFloat32 || x.numel() != n || !x.is_contiguous()) return false;
+    in.push_back(x.data_ptr<float>());
+  }
+  std::vector<float> scalars;
+  for (int v : k.scalars) {
+    if (vals[v].numel() != 1) return false;
+    scalars.push_back(vals[v].item<float>());
+  }
+  std::vector<float*> out;
+  for (int v : k.outputs) {
+    vals[v] = empty(shape, kFloat32);
+    out.push_back(vals[v].data_ptr<float>());
+  }
+  const FusedFn fn = k.fn;
+  parallel_for(0, n, 32768, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
+  return true;
+}
+
+}  // namespace kiln::compiler::detail

@@ -1,0 +1,64 @@
+// The traced graph of kiln::compile and what compiling it produces.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dispatch.h"
+
+namespace kiln::compiler::detail {
+
+// Values are numbered in the order the trace met them; a value is either a
+// graph input (ext >= 0: a tensor the program read, bound on each call) or
+// an output of a node.
+struct TracedNode {
+  const OpDef* op;
+  Attrs attrs;
+  std::vector<int> inputs;   // value ids
+  std::vector<int> outputs;  // value ids
+  bool grad_enabled;         // the grad mode the op was called under
+};
+
+struct Trace {
+  std::vector<Tensor> externals;                    // by input slot
+  std::vector<int> value_ext;                       // per value: input slot, or -1
+  std::vector<std::shared_ptr<TensorImpl>> values;  // per value: the pending tensor (null for inputs)
+  std::vector<TracedNode> nodes;
+  std::vector<bool> live;  // per value: still held by the program when the graph ran
+  int num_values() const { return static_cast<int>(value_ext.size()); }
+};
+
+// A run of elementwise nodes compiled into one loop (cpp backend).
+struct FusedKernel;
+
+// What compiling a graph structure gives; valid for every trace with the
+// same structure key (node and value numbering are identical).
+struct Plan {
+  std::vector<int> order;  // nodes to run, in order, after dead-code elimination
+  std::vector<int> rep;    // per value: the value computing it (common subexpressions merged)
+  // Per entry of order: null, or a fused loop that runs instead of that node
+  // (and of the other nodes of its group, which are not in order).
+  std::vector<std::shared_ptr<FusedKernel>> fused;
+  std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
+};
+
+// Appends attrs to a structure key, without the random ops' seed and
+// offset (values of one call, which each trace carries itself).
+void append_attrs(std::string& key, const Attrs& attrs);
+
+// Passes: common-subexpression elimination, then dead-code elimination
+// (nodes whose results nobody needs).
+Plan optimize(const Trace& t);
+// The cpp backend: fuses elementwise chains in `plan` into generated C++
+// (compiled, cached on disk, loaded). On failure it leaves the plan to the
+// interpreter and says why in *warning.
+void generate_cpp(const Trace& t, Plan& plan, std::string* warning);
+// Runs the plan on the trace's inputs and makes every live pending tensor
+// hold its value.
+void execute(const Plan& plan, Trace& t);
+// Runs one fused loop over the values computed so far; false (nothing done)
+// when this call's inputs do not fit it (the nodes then run one by one).
+bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t);
+const std::vector<int>& fused_nodes(const FusedKernel& k);
+
+}  // namespace kiln::compiler::detail

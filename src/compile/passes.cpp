@@ -1,0 +1,77 @@
+// Graph passes of kiln::compile: common-subexpression elimination and
+// dead-code elimination, decided from the graph's structure only (so a plan
+// is valid for every trace with the same structure key).
+#include <cstdio>
+#include <unordered_map>
+
+#include "graph.h"
+
+namespace kiln::compiler::detail {
+
+void append_attrs(std::string& key, const Attrs& attrs) {
+  for (const auto& [name, v] : attrs.items()) {
+    // Random ops carry the generator's seed and offset: values of this
+    // call, not structure (each call reads its own from the trace).
+    if (name == "seed" || name == "offset") continue;
+    key += name;
+    key += '=';
+    std::visit(
+        [&](const auto& x) {
+          using X = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, Shape>) {
+            for (int64_t d : x) key += std::to_string(d) + ",";
+          } else if constexpr (std::is_same_v<X, DType>) {
+            key += dtype_name(x);
+          } else if constexpr (std::is_same_v<X, std::string>) {
+            key += x;
+          } else if constexpr (std::is_same_v<X, double>) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%a", x);
+            key += buf;
+          } else {
+            key += std::to_string(x);
+          }
+        },
+        v);
+    key += ';';
+  }
+}
+
+Plan optimize(const Trace& t) {
+  Plan plan;
+  const int nv = t.num_values();
+  plan.rep.resize(nv);
+  for (int v = 0; v < nv; ++v) plan.rep[v] = v;
+  // CSE: a node with the op, attributes, grad mode and (merged) inputs of an
+  // earlier one computes the same values. Random ops are never merged.
+  std::unordered_map<std::string, int> seen;
+  for (int n = 0; n < static_cast<int>(t.nodes.size()); ++n) {
+    const TracedNode& node = t.nodes[n];
+    if (node.attrs.has("seed")) continue;
+    std::string key = node.op->name + (node.grad_enabled ? "g(" : "(");
+    for (int in : node.inputs) key += std::to_string(plan.rep[in]) + ",";
+    key += ")";
+    append_attrs(key, node.attrs);
+    auto [it, fresh] = seen.emplace(key, n);
+    if (fresh) continue;
+    const TracedNode& first = t.nodes[it->second];
+    for (size_t o = 0; o < node.outputs.size(); ++o) plan.rep[node.outputs[o]] = first.outputs[o];
+  }
+  // DCE: keep the nodes whose outputs a live value (or a kept node) needs.
+  std::vector<bool> needed(nv, false);
+  for (int v = 0; v < nv; ++v)
+    if (t.live[v]) needed[plan.rep[v]] = true;
+  std::vector<bool> keep(t.nodes.size(), false);
+  for (int n = static_cast<int>(t.nodes.size()) - 1; n >= 0; --n) {
+    const TracedNode& node = t.nodes[n];
+    for (int o : node.outputs) keep[n] = keep[n] || (plan.rep[o] == o && needed[o]);
+    if (!keep[n]) continue;
+    for (int in : node.inputs) needed[plan.rep[in]] = true;
+  }
+  for (int n = 0; n < static_cast<int>(t.nodes.size()); ++n)
+    if (keep[n]) plan.order.push_back(n);
+  plan.fused.assign(plan.order.size(), nullptr);
+  return plan;
+}
+
+}  // namespace kiln::compiler::detail

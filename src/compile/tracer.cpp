@@ -1,0 +1,311 @@
+// Note [Tracing by pending tensors]
+// While a compiled callable runs, a Tracer is the innermost dispatcher mode of
+// its thread. A compute op is not run: its shape function gives the outputs'
+// metadata and the Tracer hands back "pending" tensors of that shape with
+// storage allocated but not written (the caching allocator makes this cheap),
+// recording a node. Views of pending tensors are real views of that storage,
+// recorded too; views of real tensors, and every tensor the program reads
+// that is not pending, are graph inputs. When the program needs a value
+// (Tensor::data_ptr/raw_data/item and printing call detail::on_concrete_value,
+// which the Tracer hooks; in-place ops; compiler::graph_break) or returns,
+// the graph so far is compiled (or found in the call site's cache by its
+// structure key) and run, and each pending tensor the program still holds is
+// given its value in place (transplant: storage, layout, version counter and
+// autograd history), so every handle the program has stays valid. Tracing
+// then resumes in a new graph in which those tensors are inputs.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph.h"
+#include "kiln/autograd.h"
+#include "kiln/compile.h"
+#include "kiln/ops.h"
+
+namespace kiln::compiler {
+namespace detail {
+namespace {
+
+// KILN_LOGS=graph_breaks,recompiles,output_code
+struct Logs {
+  bool graph_breaks = false, recompiles = false, output_code = false;
+  Logs() {
+    const char* e = std::getenv("KILN_LOGS");
+    const std::string s = e ? e : "";
+    graph_breaks = s.find("graph_breaks") != std::string::npos;
+    recompiles = s.find("recompiles") != std::string::npos;
+    output_code = s.find("output_code") != std::string::npos;
+  }
+};
+const Logs& logs() {
+  static const Logs l;
+  return l;
+}
+
+std::atomic<bool> force_eager{false};
+thread_local std::vector<bool> error_guards;
+thread_local Tracer* current = nullptr;
+
+std::string location_str(const std::source_location& where) {
+  if (where.line() == 0) return "unknown";
+  return std::string(where.file_name()) + ":" + std::to_string(where.line());
+}
+
+}  // namespace
+
+class CallSite {
+ public:
+  explicit CallSite(CompileOptions o) : options(std::move(o)) {}
+  CompileOptions options;
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;  // "graph index|structure key"
+  std::unordered_map<int, int> keys_per_graph;
+  int recompiles = 0;
+  bool gave_up = false;  // past the recompile limit: runs eagerly
+  ExplainOutput explain;
+};
+
+std::shared_ptr<CallSite> make_call_site(const CompileOptions& options) {
+  check(options.backend == "cpp" || options.backend == "interpreter", "compile", "unknown backend '",
+        options.backend, "': expected \"cpp\" or \"interpreter\"");
+  return std::make_shared<CallSite>(options);
+}
+int recompiles(const CallSite& site) { return site.recompiles; }
+int cache_entries(const CallSite& site) { return static_cast<int>(site.cache.size()); }
+ExplainOutput explain_output(const CallSite& site) { return site.explain; }
+
+class Tracer : public DispatchMode {
+ public:
+  Tracer(CallSite& site, bool explaining) : site_(site), explaining_(explaining) {
+    prev_hook_ = kiln::detail::concrete_value_hook;
+    kiln::detail::concrete_value_hook = &Tracer::hook;
+    current = this;
+    guard_ = std::make_unique<ModeGuard>(this);
+  }
+  ~Tracer() override {
+    guard_.reset();
+    current = nullptr;
+    kiln::detail::concrete_value_hook = prev_hook_;
+  }
+
+  std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                            std::span<const Tensor> out) override {
+    if (executing_) return dispatch(op, inputs, attrs, out);
+    if (!out.empty()) {
+      // In-place and out= ops write memory the program can see: compute
+      // everything traced so far, then run the op eagerly.
+      if (!trace_.nodes.empty()) graph_break("in-place op '" + op.name + "'", std::source_location());
+      return dispatch(op, inputs, attrs, out);
+    }
+    bool any_pending = false;
+    for (const Tensor& t : inputs) any_pending = any_pending || pending_.count(t.impl());
+    if (op.kind == OpKind::View && !any_pending) return dispatch(op, inputs, attrs);  // a view of real data is real
+    // The shape function (or run_kernel for a view) may need a concrete
+    // value and break; value ids are taken only after it.
+    std::vector<Tensor> outs;
+    if (op.kind == OpKind::View) {
+      outs = run_kernel(op, inputs, attrs);
+    } else {
+      for (const TensorMeta& m : op.shape(inputs, attrs)) outs.push_back(empty(m.sizes, m.dtype));
+    }
+    TracedNode node{&op, attrs, {}, {}, is_grad_enabled()};
+    key_ += op.name;
+    key_ += '(';
+    for (const Tensor& t : inputs) {
+      node.inputs.push_back(value_of(t));
+      key_ += std::to_string(node.inputs.back()) + ",";
+    }
+    key_ += node.grad_enabled ? ")g" : ")";
+    append_attrs(key_, attrs);
+    for (const Tensor& o : outs) {
+      const int v = trace_.num_values();
+      trace_.value_ext.push_back(-1);
+      trace_.values.push_back(o.impl_ptr());
+      pending_.emplace(o.impl(), v);
+      node.outputs.push_back(v);
+    }
+    trace_.nodes.push_back(std::move(node));
+    key_ += '\n';
+    return outs;
+  }
+
+  void graph_break(const std::string& reason, const std::source_location& where) {
+    const std::string loc = location_str(where);
+    if (site_.options.fullgraph || error_on_graph_break()) {
+      throw GraphBreakError("[compile] graph break: " + reason + " at " + loc +
+                                (site_.options.fullgraph ? " (fullgraph=true)" : " (error_on_graph_break is set)"),
+                            reason, loc);
+    }
+    if (explaining_ || logs().graph_breaks) {
+      std::lock_guard<std::mutex> lock(site_.mu);
+      site_.explain.graph_break_count++;
+      site_.explain.breaks.push_back({reason, loc});
+    }
+    if (logs().graph_breaks) std::cerr << "[kiln.compile] graph break: " << reason << " at " << loc << "\n";
+    flush();
+  }
+
+  // Compiles (or fetches) and runs the graph traced so far.
+  void flush() {
+    if (trace_.nodes.empty()) {
+      reset();
+      return;
+    }
+    trace_.live.assign(trace_.values.size(), false);
+    key_ += "live:";
+    for (int v = 0; v < trace_.num_values(); ++v) {
+      trace_.live[v] = trace_.values[v] && trace_.values[v].use_count() > 1;  // held outside the tracer
+      key_ += trace_.live[v] ? '1' : '0';
+    }
+    std::shared_ptr<const Plan> plan = lookup_or_compile();
+    if (explaining_) {
+      site_.explain.graph_count++;
+      site_.explain.ops_per_graph.push_back(static_cast<int>(trace_.nodes.size()));
+    }
+    executing_ = true;
+    auto hook = kiln::detail::concrete_value_hook;
+    kiln::detail::concrete_value_hook = nullptr;  // kernels read pending memory freely while the graph runs
+    try {
+      execute(*plan, trace_);
+    } catch (...) {
+      kiln::detail::concrete_value_hook = hook;
+      executing_ = false;
+      reset();
+      throw;
+    }
+    kiln::detail::concrete_value_hook = hook;
+    executing_ = false;
+    reset();
+    ++graph_index_;
+  }
+
+  static void hook(const TensorImpl* t, const char* what, const std::source_location& where) {
+    Tracer* tr = current;
+    if (tr && !tr->executing_ && tr->pending_.count(t)) tr->graph_break(what, where);
+  }
+
+ private:
+  int value_of(const Tensor& t) {
+    if (auto it = pending_.find(t.impl()); it != pending_.end()) return it->second;
+    if (auto it = ext_.find(t.impl()); it != ext_.end()) return it->second;
+    const int v = trace_.num_values();
+    ext_.emplace(t.impl(), v);
+    trace_.value_ext.push_back(static_cast<int>(trace_.externals.size()));
+    trace_.values.push_back(nullptr);
+    trace_.externals.push_back(t);
+    // Inputs enter the key by dtype, shape (dynamic dims as '?'), layout
+    // and whether they require grad.
+    const TensorImpl* i = t.impl();
+    const uint64_t dyn = site_.options.dynamic ? ~uint64_t(0) : i->dynamic_dims;
+    key_ += "in ";
+    key_ += dtype_name(i->dtype);
+    key_ += '[';
+    for (size_t d = 0; d < i->sizes.size(); ++d)
+      key_ += ((dyn >> d) & 1) ? std::string("?,") : std::to_string(i->sizes[d]) + ",";
+    key_ += ']';
+    if (dyn == 0) {
+      for (int64_t s : i->strides) key_ += std::to_string(s) + ",";
+    } else {
+      key_ += t.is_contiguous() ? "c" : "s";  // strides follow the dynamic sizes
+    }
+    key_ += t.requires_grad() ? "g" : "";
+    key_ += i->wrapped_number ? "w\n" : "\n";
+    return v;
+  }
+
+  std::shared_ptr<const Plan> lookup_or_compile() {
+    const std::string key = std::to_string(graph_index_) + "|" + key_;
+    {
+      std::lock_guard<std::mutex> lock(site_.mu);
+      if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
+    }
+    auto plan = std::make_shared<Plan>(optimize(trace_));
+    std::string warning;
+    if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);
+    if (!warning.empty()) std::cerr << "[kiln.compile] warning: " << warning << "\n";
+    if (logs().output_code && !plan->source.empty()) std::cerr << "[kiln.compile] output code:\n" << plan->source;
+    std::lock_guard<std::mutex> lock(site_.mu);
+    if (site_.keys_per_graph[graph_index_]++ > 0) {
+      site_.recompiles++;
+      if (logs().recompiles)
+        std::cerr << "[kiln.compile] recompile " << site_.recompiles << " of graph " << graph_index_
+                  << ": the inputs' dtypes/shapes/strides or the traced ops changed\n";
+      if (site_.recompiles >= site_.options.recompile_limit && !site_.gave_up) {
+        site_.gave_up = true;
+        std::cerr << "[kiln.compile] warning: recompile limit (" << site_.options.recompile_limit
+                  << ") reached; this compiled callable runs eagerly from now on\n";
+      }
+    }
+    if (!site_.gave_up) site_.cache.emplace(key, plan);
+    return plan;
+  }
+
+  void reset() {
+    trace_ = Trace{};
+    pending_.clear();
+    ext_.clear();
+    key_.clear();
+  }
+
+  CallSite& site_;
+  bool explaining_;
+  bool executing_ = false;
+  int graph_index_ = 0;
+  kiln::detail::ConcreteValueHook prev_hook_;
+  std::unique_ptr<ModeGuard> guard_;
+  Trace trace_;
+  std::unordered_map<const TensorImpl*, int> pending_, ext_;
+  std::string key_;
+
+  friend class TraceScope;
+};
+
+TraceScope::TraceScope(CallSite& site, bool explaining) {
+  if (current || force_eager.load() || site.gave_up) return;  // nested traces run inline in the outer one
+  tracer_ = std::make_unique<Tracer>(site, explaining);
+}
+
+TraceScope::~TraceScope() = default;
+
+void TraceScope::finish() {
+  if (!tracer_) return;
+  tracer_->flush();
+  tracer_.reset();
+}
+
+}  // namespace detail
+
+void graph_break(std::source_location where) {
+  if (detail::current) detail::current->graph_break("compiler::graph_break()", where);
+}
+
+ErrorOnGraphBreak::ErrorOnGraphBreak(bool error) { detail::error_guards.push_back(error); }
+ErrorOnGraphBreak::~ErrorOnGraphBreak() { detail::error_guards.pop_back(); }
+bool error_on_graph_break() { return !detail::error_guards.empty() && detail::error_guards.back(); }
+
+void set_stance(const std::string& stance) {
+  check(stance == "default" || stance == "force_eager", "compiler::set_stance", "unknown stance '", stance,
+        "': expected \"default\" or \"force_eager\"");
+  detail::force_eager.store(stance == "force_eager");
+}
+
+void mark_dynamic(const Tensor& t, int64_t dim) {
+  const int64_t d = dim < 0 ? dim + t.dim() : dim;
+  check(d >= 0 && d < t.dim() && d < 64, "compiler::mark_dynamic", "dim ", dim, " is out of range for a tensor of shape ",
+        shape_str(t.sizes()));
+  t.impl()->dynamic_dims |= uint64_t(1) << d;
+}
+
+std::string ExplainOutput::to_string() const {
+  std::ostringstream os;
+  os << "Graph count: " << graph_count << "\nGraph break count: " << graph_break_count << "\n";
+  for (size_t i = 0; i < breaks.size(); ++i) os << "Break " << i + 1 << ": " << breaks[i].reason << " at " << breaks[i].location << "\n";
+  for (size_t i = 0; i < ops_per_graph.size(); ++i) os << "Graph " << i + 1 << ": " << ops_per_graph[i] << " ops\n";
+  return os.str();
+}
+
+}  // namespace kiln::compiler

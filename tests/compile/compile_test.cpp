@@ -1,0 +1,314 @@
+// kiln::compile: compiled results equal eager ones (values and gradients),
+// graph breaks resume or raise as asked, and graphs are cached and guarded.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+// Each test compiles into its own fresh cache directory.
+class Compile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/kiln-compile-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    cache_dir_ = dir;
+    setenv("KILN_CACHE_DIR", dir, 1);
+    unsetenv("KILN_CXX");
+  }
+  void TearDown() override { std::filesystem::remove_all(cache_dir_); }
+  std::string cache_dir_;
+};
+
+CompileOptions backend(const std::string& b) {
+  CompileOptions o;
+  o.backend = b;
+  return o;
+}
+
+void expect_same(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-5) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  expect_close(got, values(want), tol, tol, what);
+}
+
+TEST_F(Compile, ElementwiseChainMatchesEagerOnBothBackends) {
+  manual_seed(60);
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    Tensor t = x * y + 1.5;
+    t = relu(t) - x / 3.0;
+    return sigmoid(t) * tanh(y) + exp(-square(x));
+  };
+  for (const char* b : {"cpp", "interpreter"}) {
+    auto f = compile(fn, backend(b));
+    const int64_t runs = compiler::detail::compiler_runs();
+    testing::internal::CaptureStderr();
+    for (int call = 0; call < 2; ++call) {
+      const Tensor x = randn({37, 129}), y = randn({37, 129});
+      expect_same(f(x, y), fn(x, y), std::string(b) + " call " + std::to_string(call));
+    }
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << b;  // no fallback warning
+    EXPECT_EQ(compiler::detail::compiler_runs() - runs, std::string(b) == "cpp" ? 1 : 0) << b;
+    EXPECT_EQ(f.cache_entries(), 1) << b;
+    EXPECT_EQ(f.recompiles(), 0) << b;
+  }
+  // A changing C++ number is an input, not a constant: no recompile.
+  auto scaled = compile([](const Tensor& x, double s) { return x * s + s; });
+  for (double s : {0.5, 2.0, -3.0}) {
+    const Tensor x = randn({10});
+    expect_same(scaled(x, s), x * s + s, "scalar " + std::to_string(s));
+  }
+  EXPECT_EQ(scaled.recompiles(), 0);
+  // Non-contiguous, broadcast and zero-size inputs take the op-by-op path where the loop does not fit.
+  auto f = compile(fn);
+  const Tensor xt = randn({20, 30}).t(), yb = randn({30, 1});
+  expect_same(f(xt, yb), fn(xt, yb), "transposed and broadcast");
+  expect_same(f(randn({0, 4}), randn({0, 4})), fn(randn({0, 4}), randn({0, 4})), "zero-size");
+}
+
+TEST_F(Compile, MlpLayerNormGeluResidualAndLossWithGradients) {
+  manual_seed(61);
+  nn::Linear fc1(16, 32), fc2(32, 16);
+  nn::LayerNorm ln(16);
+  auto block = [&](const Tensor& x, const Tensor& target) {
+    const Tensor h = x + fc2(gelu(fc1(ln(x)), "tanh"));
+    return nn::cross_entropy(h, target);
+  };
+  for (const char* b : {"cpp", "interpreter"}) {
+    const Tensor x = randn({8, 16}), target = randint(0, 16, {8});
+    auto f = compile(block, backend(b));
+    const Tensor loss_c = f(x, target);
+    const std::vector<Tensor> params = {fc1.weight, fc1.bias, fc2.weight, ln.weight};
+    auto grads_c = autograd::grad({loss_c}, params);
+    const Tensor loss_e = block(x, target);
+    auto grads_e = autograd::grad({loss_e}, params);
+    expect_same(loss_c, loss_e, std::string(b) + " loss");
+    for (size_t i = 0; i < params.size(); ++i) expect_same(grads_c[i], grads_e[i], std::string(b) + " grad " + std::to_string(i));
+  }
+}
+
+TEST_F(Compile, GptBlockForwardAndBackward) {
+  manual_seed(62);
+  nn::GPTConfig c;
+  c.n_embd = 32, c.n_head = 4, c.block_size = 16, c.n_layer = 1;
+  nn::Block block(c);
+  auto f = compile(block);
+  const Tensor x = randn({2, 16, 32}).requires_grad_();
+  const Tensor yc = f(x);
+  const Tensor ye = block.forward(x);
+  expect_same(yc, ye, "block out");
+  const Tensor g = randn({2, 16, 32});
+  expect_same(autograd::grad({yc}, {x}, {g})[0], autograd::grad({ye}, {x}, {g})[0], "block dx");
+}
+
+TEST_F(Compile, ControlFlowOnCppStateStaysCorrect) {
+  manual_seed(63);
+  bool scale = true;
+  auto fn = [&](const Tensor& x) { return scale ? x * 2.0 + 1.0 : exp(x) - 1.0; };
+  auto f = compile(fn);
+  const Tensor x = randn({64});
+  expect_same(f(x), fn(x), "branch a");
+  scale = false;
+  expect_same(f(x), fn(x), "branch b");
+  scale = true;
+  expect_same(f(x), fn(x), "branch a again");
+  EXPECT_EQ(f.cache_entries(), 2);  // one graph per branch, each reused
+}
+
+TEST_F(Compile, ItemBreaksTheGraphAndResumes) {
+  manual_seed(64);
+  auto fn = [](const Tensor& x) {
+    const Tensor s = sum(x * x);
+    const double v = s.item<double>();  // needs a concrete value: graph break
+    return v > 0 ? x / std::sqrt(v) : x;
+  };
+  const Tensor x = randn({50});
+  auto f = compile(fn);
+  expect_same(f(x), fn(x), "normalised");
+  const compiler::ExplainOutput e = compiler::explain(fn, x);
+  EXPECT_EQ(e.graph_count, 2);
+  EXPECT_EQ(e.graph_break_count, 1);
+  ASSERT_EQ(e.breaks.size(), 1u);
+  EXPECT_EQ(e.breaks[0].reason, "item()");
+  EXPECT_NE(e.breaks[0].location.find("compile_test.cpp:"), std::string::npos) << e.breaks[0].location;
+  ASSERT_EQ(e.ops_per_graph.size(), 2u);
+  EXPECT_EQ(e.ops_per_graph[0], 2);  // mul, sum
+  EXPECT_NE(e.to_string().find("Graph break count: 1"), std::string::npos);
+}
+
+TEST_F(Compile, BreaksFromPrintingDataPtrInPlaceAndExplicitBreaks) {
+  manual_seed(65);
+  auto fn = [](const Tensor& x) {
+    Tensor y = x + 1.0;
+    std::ostringstream os;
+    os << y;  // printing
+    Tensor z = y * 2.0;
+    z.add_(1.0);  // in-place on a traced tensor
+    compiler::graph_break();
+    const float first = (z * 1.0).data_ptr<float>()[0];
+    return z + first;
+  };
+  const Tensor x = randn({5});
+  auto f = compile(fn);
+  expect_same(f(x), fn(x), "after breaks");
+  const auto e = compiler::explain(fn, x);
+  ASSERT_EQ(e.graph_break_count, 4);
+  EXPECT_EQ(e.breaks[0].reason, "printing a tensor");
+  EXPECT_EQ(e.breaks[0].location, "unknown");  // operator<< cannot see its caller
+  EXPECT_EQ(e.breaks[1].reason, "in-place op 'add'");
+  EXPECT_EQ(e.breaks[2].reason, "compiler::graph_break()");
+  EXPECT_EQ(e.breaks[3].reason, "data_ptr()");
+  EXPECT_NE(e.breaks[3].location.find("compile_test.cpp:"), std::string::npos);
+  // An in-place op on real data with nothing traced before it is no break.
+  const Tensor u = randn({3});
+  const auto quiet = compiler::explain([&u](const Tensor& t) { t.copy_(u); return t + 1.0; }, randn({3}));
+  EXPECT_EQ(quiet.graph_break_count, 0);
+}
+
+TEST_F(Compile, ErrorOnGraphBreakNestsAndFullgraphAlwaysRaises) {
+  auto fn = [](const Tensor& x) {
+    const Tensor s = sum(x);
+    return x * s.item<double>();
+  };
+  const Tensor x = randn({4});
+  auto f = compile(fn);
+  {
+    compiler::ErrorOnGraphBreak outer(true);
+    try {
+      f(x);
+      ADD_FAILURE() << "expected a GraphBreakError";
+    } catch (const GraphBreakError& e) {
+      EXPECT_EQ(e.reason, "item()");
+      EXPECT_NE(std::string(e.what()).find("item()"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("compile_test.cpp:"), std::string::npos) << e.what();
+    }
+    {
+      compiler::ErrorOnGraphBreak inner(false);  // the innermost wins: resumes
+      expect_same(f(x), fn(x), "inner false");
+    }
+    EXPECT_THROW(f(x), GraphBreakError);
+  }
+  expect_same(f(x), fn(x), "no guard");
+  auto wrapped = compiler::error_on_graph_break(true, fn);
+  auto fw = compile(wrapped);
+  EXPECT_THROW(fw(x), GraphBreakError);
+  CompileOptions full;
+  full.fullgraph = true;
+  auto ff = compile(fn, full);
+  compiler::ErrorOnGraphBreak off(false);
+  try {
+    ff(x);
+    ADD_FAILURE() << "fullgraph must raise";
+  } catch (const GraphBreakError& e) {
+    EXPECT_NE(std::string(e.what()).find("fullgraph"), std::string::npos);
+  }
+  // After an error the next call starts clean.
+  auto fe = compile([](const Tensor& t) { return t + 1.0; });
+  expect_same(fe(x), x + 1.0, "after errors");
+}
+
+TEST_F(Compile, RecompilesOnShapeChangeButNotForDynamicDims) {
+  auto fn = [](const Tensor& x) { return relu(x) * 2.0 + x; };
+  auto f = compile(fn);
+  for (int64_t n : {8, 9, 10}) {
+    const Tensor x = randn({2, n});
+    expect_same(f(x), fn(x), "shape " + std::to_string(n));
+  }
+  EXPECT_EQ(f.recompiles(), 2);
+  auto g = compile(fn);
+  for (int64_t n : {8, 9, 10, 11}) {
+    const Tensor x = randn({2, n});
+    compiler::mark_dynamic(x, 1);
+    expect_same(g(x), fn(x), "dynamic " + std::to_string(n));
+  }
+  EXPECT_EQ(g.recompiles(), 0);
+  CompileOptions dyn;
+  dyn.dynamic = true;
+  auto h = compile(fn, dyn);
+  for (int64_t n : {3, 30, 300}) h(randn({n}));
+  EXPECT_EQ(h.recompiles(), 0);
+  expect_error([] { compiler::mark_dynamic(randn({2}), 3); }, {"[compiler::mark_dynamic]", "dim 3", "[2]"});
+}
+
+TEST_F(Compile, RecompileLimitFallsBackToEagerWithOneWarning) {
+  auto fn = [](const Tensor& x) { return x * 3.0 - 1.0; };
+  CompileOptions o;
+  o.recompile_limit = 2;
+  auto f = compile(fn, o);
+  testing::internal::CaptureStderr();
+  for (int64_t n = 1; n <= 6; ++n) {
+    const Tensor x = randn({n});
+    expect_same(f(x), fn(x), "n=" + std::to_string(n));
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("recompile limit (2) reached"), std::string::npos) << err;
+  EXPECT_EQ(err.find("recompile limit"), err.rfind("recompile limit"));  // once
+  EXPECT_EQ(f.recompiles(), 2);
+}
+
+TEST_F(Compile, StanceForceEagerCompilesNothing) {
+  auto f = compile([](const Tensor& x) { return x * 2.0 + 1.0; });
+  compiler::set_stance("force_eager");
+  const Tensor x = randn({4});
+  expect_same(f(x), x * 2.0 + 1.0, "eager");
+  EXPECT_EQ(f.cache_entries(), 0);
+  compiler::set_stance("default");
+  f(x);
+  EXPECT_EQ(f.cache_entries(), 1);
+  expect_error([] { compiler::set_stance("fast"); }, {"[compiler::set_stance]", "'fast'"});
+  expect_error([] { compile([](const Tensor& t) { return t; }, backend("gpu")); }, {"[compile]", "'gpu'"});
+}
+
+TEST_F(Compile, CommonSubexpressionsStayDistinctTensors) {
+  auto fn = [](const Tensor& x) {
+    Tensor a = exp(x) + 1.0, b = exp(x) + 1.0;  // merged by CSE
+    return std::vector<Tensor>{a, b};
+  };
+  const Tensor x = randn({6});
+  auto f = compile(fn);
+  auto r = f(x);
+  expect_same(r[0], exp(x) + 1.0, "a");
+  r[0].add_(1.0);  // must not change b
+  expect_same(r[1], exp(x) + 1.0, "b");
+}
+
+TEST_F(Compile, DiskCacheServesASecondProcess) {
+  auto fn = [](const Tensor& x) { return sigmoid(x * 1.25 + 0.5) * x; };
+  const Tensor x = randn({100});
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto f = compile(fn);
+    const bool ok = f(x).sizes() == x.sizes();
+    _exit(ok && compiler::detail::compiler_runs() > 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child could not compile";
+  const int64_t before = compiler::detail::compiler_runs();
+  auto f = compile(fn);
+  expect_same(f(x), fn(x), "from the disk cache");
+  EXPECT_EQ(compiler::detail::compiler_runs(), before);  // the child's shared object was reused
+}
+
+TEST_F(Compile, BrokenCompilerFallsBackToTheInterpreterWithAWarning) {
+  setenv("KILN_CXX", "/nonexistent/c++", 1);
+  auto fn = [](const Tensor& x) { return tanh(x) * 2.0 - x; };
+  auto f = compile(fn);
+  const Tensor x = randn({33});
+  testing::internal::CaptureStderr();
+  const Tensor y = f(x);
+  const std::string err = testing::internal::GetCapturedStderr();
+  expect_same(y, fn(x), "fallback");
+  EXPECT_NE(err.find("the C++ compiler failed"), std::string::npos) << err;
+  unsetenv("KILN_CXX");
+}
+
+}  // namespace
+}  // namespace kiln::test
