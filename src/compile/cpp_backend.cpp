@@ -52,23 +52,23 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "mul") return a + " * " + b;
   if (op == "div") return a + " / " + b;
   if (op == "neg") return "-" + a;
-  if (op == "abs") return "std::fabs(" + a + ")";
-  if (op == "exp") return "std::exp(" + a + ")";
-  if (op == "log") return "std::log(" + a + ")";
-  if (op == "sqrt") return "std::sqrt(" + a + ")";
-  if (op == "rsqrt") return "1.0f / std::sqrt(" + a + ")";
+  if (op == "abs") return "__builtin_fabsf(" + a + ")";
+  if (op == "exp") return "expf(" + a + ")";
+  if (op == "log") return "logf(" + a + ")";
+  if (op == "sqrt") return "__builtin_sqrtf(" + a + ")";
+  if (op == "rsqrt") return "1.0f / __builtin_sqrtf(" + a + ")";
   if (op == "reciprocal") return "1.0f / " + a;
-  if (op == "sin") return "std::sin(" + a + ")";
-  if (op == "cos") return "std::cos(" + a + ")";
-  if (op == "tanh") return "std::tanh(" + a + ")";
-  if (op == "erf") return "std::erf(" + a + ")";
+  if (op == "sin") return "sinf(" + a + ")";
+  if (op == "cos") return "cosf(" + a + ")";
+  if (op == "tanh") return "tanhf(" + a + ")";
+  if (op == "erf") return "erff(" + a + ")";
   if (op == "square") return a + " * " + a;
-  if (op == "sigmoid") return "1.0f / (1.0f + std::exp(-" + a + "))";
-  if (op == "silu") return a + " / (1.0f + std::exp(-" + a + "))";
+  if (op == "sigmoid") return "1.0f / (1.0f + expf(-" + a + "))";
+  if (op == "silu") return a + " / (1.0f + expf(-" + a + "))";
   if (op == "relu") return a + " > 0.0f ? " + a + " : (" + a + " != " + a + " ? " + a + " : 0.0f)";
-  if (op == "gelu") return "0.5f * " + a + " * (1.0f + std::erf(" + a + " * 0.70710678f))";
+  if (op == "gelu") return "0.5f * " + a + " * (1.0f + erff(" + a + " * 0.70710678f))";
   if (op == "gelu_tanh")
-    return "0.5f * " + a + " * (1.0f + std::tanh(0.7978845608f * (" + a + " + 0.044715f * " + a + " * " + a + " * " + a +
+    return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608f * (" + a + " + 0.044715f * " + a + " * " + a + " * " + a +
            ")))";
   return "";
 }
@@ -127,7 +127,9 @@ std::map<std::string, void*>& loaded() {
 void* load_or_build(const std::string& source, std::string* warning) {
   const char* cxx_env = std::getenv("KILN_CXX");
   const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
+  // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
   const std::string flags = "-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
+  const std::string libs = "-lmvec -lm";
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags));
   const std::string dir = cache_dir(), so = dir + "/" + hash + ".so";
@@ -140,7 +142,7 @@ void* load_or_build(const std::string& source, std::string* warning) {
       std::ofstream f(tmp + ".cpp");
       f << source;
     }
-    const std::string cmd = cxx + " " + flags + " -o " + tmp + ".so " + tmp + ".cpp 2>" + tmp + ".log";
+    const std::string cmd = cxx + " " + flags + " -o " + tmp + ".so " + tmp + ".cpp " + libs + " 2>" + tmp + ".log";
     compiler_run_count++;
     const int rc = std::system(cmd.c_str());
     std::ifstream log(tmp + ".log");
@@ -174,19 +176,46 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   for (int v = 0; v < t.num_values(); ++v)
     if (t.live[v]) live_rep[plan.rep[v]] = true;
 
-  std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) in plan.order
+  // A group: loop nodes over one shape, plus the 0-dim nodes among them
+  // (scalar conversions of C++ numbers), which run just before the loop.
+  struct Group {
+    std::vector<size_t> loop, prelude;  // positions in plan.order
+  };
+  auto scalar_node = [&](const TracedNode& n) {
+    if (n.op->kind != OpKind::Compute) return false;
+    for (int o : n.outputs)
+      if (!sizes_of(t, o).empty()) return false;
+    for (int in : n.inputs)
+      if (!sizes_of(t, plan.rep[in]).empty()) return false;
+    return true;
+  };
+  std::vector<Group> groups;
   for (size_t i = 0; i < plan.order.size();) {
     const TracedNode& first = t.nodes[plan.order[i]];
     const Shape shape = first.outputs.size() == 1 ? sizes_of(t, first.outputs[0]) : Shape{};
-    size_t j = i;
-    while (j < plan.order.size() && !shape.empty() && fusable(t, plan, t.nodes[plan.order[j]], shape)) ++j;
-    if (j - i >= 2) groups.emplace_back(i, j);  // one op alone is already a tuned kernel
-    i = std::max(j, i + 1);
+    Group g;
+    for (size_t j = i; j < plan.order.size(); ++j) {
+      const TracedNode& n = t.nodes[plan.order[j]];
+      if (!shape.empty() && fusable(t, plan, n, shape)) g.loop.push_back(j);
+      else if (!g.loop.empty() && scalar_node(n)) g.prelude.push_back(j);
+      else break;
+    }
+    if (g.loop.size() < 2) {  // one op alone is already a tuned kernel
+      ++i;
+      continue;
+    }
+    while (!g.prelude.empty() && g.prelude.back() > g.loop.back()) g.prelude.pop_back();
+    i = g.loop.back() + 1;
+    groups.push_back(std::move(g));
   }
   if (groups.empty()) return;
 
   std::ostringstream src;
-  src << "// kiln fused elementwise loops\n#include <cmath>\n#include <cstdint>\n\n";
+  src << "// kiln fused elementwise loops\n#include <cstdint>\n\n"
+      << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\nextern \"C\" {\n";
+  for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff"})
+    src << "#pragma omp declare simd notinbranch\nfloat " << f << "(float);\n";
+  src << "}\n\n";
   std::vector<std::shared_ptr<FusedKernel>> kernels;
   for (size_t g = 0; g < groups.size(); ++g) {
     auto k = std::make_shared<FusedKernel>();
@@ -194,7 +223,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     std::map<int, std::string> name;  // value -> C++ expression holding it
     std::vector<int> produced;
     std::ostringstream body;
-    for (size_t i = groups[g].first; i < groups[g].second; ++i) {
+    for (size_t i : groups[g].loop) {
       const TracedNode& n = t.nodes[plan.order[i]];
       k->nodes.push_back(plan.order[i]);
       std::string operand[2];
@@ -202,7 +231,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         const int v = plan.rep[n.inputs[a]];
         if (!name.count(v)) {
           if (sizes_of(t, v).empty()) {
-            name[v] = "s[" + std::to_string(k->scalars.size()) + "]";
+            name[v] = "s" + std::to_string(k->scalars.size());
             k->scalars.push_back(v);
           } else {
             name[v] = "in" + std::to_string(k->inputs.size()) + "[j]";
@@ -226,6 +255,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         << "(const float* const* in, const float* s, float* const* out, int64_t lo, int64_t hi) {\n";
     for (size_t i = 0; i < k->inputs.size(); ++i) src << "  const float* __restrict in" << i << " = in[" << i << "];\n";
     for (size_t i = 0; i < k->outputs.size(); ++i) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
+    for (size_t i = 0; i < k->scalars.size(); ++i) src << "  const float s" << i << " = s[" << i << "];\n";
     src << "  (void)in; (void)s; (void)out;\n#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n"
         << body.str() << "  }\n}\n\n";
     kernels.push_back(k);
@@ -240,20 +270,24 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       return;
     }
   }
-  // Each group becomes one entry of the order.
+  // Each group becomes its scalar nodes, then one entry for the loop.
   std::vector<int> order;
   std::vector<std::shared_ptr<FusedKernel>> fused;
-  size_t g = 0;
+  std::vector<int> group_at(plan.order.size(), -1);  // position -> group it belongs to
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i : groups[g].loop) group_at[i] = static_cast<int>(g);
+    for (size_t i : groups[g].prelude) group_at[i] = static_cast<int>(g);
+  }
   for (size_t i = 0; i < plan.order.size(); ++i) {
-    if (g < groups.size() && i == groups[g].first) {
+    const int g = group_at[i];
+    if (g < 0) {
+      order.push_back(plan.order[i]);
+      fused.push_back(nullptr);
+    } else if (i == groups[g].loop.front()) {
+      for (size_t p : groups[g].prelude) order.push_back(plan.order[p]), fused.push_back(nullptr);
       order.push_back(plan.order[i]);
       fused.push_back(kernels[g]);
-      i = groups[g].second - 1;
-      ++g;
-      continue;
     }
-    order.push_back(plan.order[i]);
-    fused.push_back(nullptr);
   }
   plan.order = std::move(order);
   plan.fused = std::move(fused);

@@ -46,6 +46,9 @@ struct Plan {
 // offset (values of one call, which each trace carries itself).
 void append_attrs(std::string& key, const Attrs& attrs);
 
+// One line per node, for KILN_LOGS=output_code.
+std::string graph_string(const Trace& t);
+
 // Passes: common-subexpression elimination, then dead-code elimination
 // (nodes whose results nobody needs).
 Plan optimize(const Trace& t);

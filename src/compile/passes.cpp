@@ -37,6 +37,17 @@ void append_attrs(std::string& key, const Attrs& attrs) {
   }
 }
 
+std::string graph_string(const Trace& t) {
+  std::string s;
+  for (const TracedNode& n : t.nodes) {
+    for (int o : n.outputs) s += "v" + std::to_string(o) + " ";
+    s += "= " + n.op->name + "(";
+    for (int in : n.inputs) s += (t.value_ext[in] >= 0 ? "in" : "v") + std::to_string(in) + " ";
+    s += ")\n";
+  }
+  return s;
+}
+
 Plan optimize(const Trace& t) {
   Plan plan;
   const int nv = t.num_values();

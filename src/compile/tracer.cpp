@@ -227,7 +227,8 @@ class Tracer : public DispatchMode {
     std::string warning;
     if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);
     if (!warning.empty()) std::cerr << "[kiln.compile] warning: " << warning << "\n";
-    if (logs().output_code && !plan->source.empty()) std::cerr << "[kiln.compile] output code:\n" << plan->source;
+    if (logs().output_code)
+      std::cerr << "[kiln.compile] graph " << graph_index_ << ":\n" << graph_string(trace_) << plan->source;
     std::lock_guard<std::mutex> lock(site_.mu);
     if (site_.keys_per_graph[graph_index_]++ > 0) {
       site_.recompiles++;

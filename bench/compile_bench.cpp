@@ -1,0 +1,96 @@
+// kiln-bench-compile: kiln::compile against the same functions run eagerly,
+// in the same process, alternating runs (baseline `eager`).
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "baselines.h"
+#include "bench_util.h"
+#include "kiln/compile.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using kiln::bench::time_pair;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const kiln::bench::Reporter rep = kiln::bench::start_bench(argc, argv);
+  // A private cache directory, so cold_compile really compiles.
+  char dir[] = "/tmp/kiln-bench-compile-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  setenv("KILN_CACHE_DIR", dir, 1);
+
+  {
+    // 8 elementwise ops on 16M float32: eager writes 7 intermediates.
+    auto chain = [](const Tensor& x, const Tensor& y) {
+      Tensor t = x * y + 1.0;
+      t = relu(t) * 0.5 - y;
+      t = t * t + x;
+      return t / 3.0;
+    };
+    const Tensor x = randn({16 << 20}), y = randn({16 << 20});
+    auto f = compile(chain);
+    auto [tc, te] = time_pair([&] { f(x, y); }, [&] { chain(x, y); }, 5);
+    rep.report("compile", "elementwise_chain", "ms", tc * 1e3, "eager", te * 1e3, false);
+  }
+  {
+    // layer_norm + GELU + residual on (8192, 1024).
+    nn::LayerNorm ln(1024);
+    auto block = [&](const Tensor& x) { return x + gelu(ln(x), "tanh"); };
+    const Tensor x = randn({8192, 1024});
+    NoGradGuard no_grad;
+    auto f = compile(block);
+    auto [tc, te] = time_pair([&] { f(x); }, [&] { block(x); }, 5);
+    rep.report("compile", "norm_gelu_block", "ms", tc * 1e3, "eager", te * 1e3, false);
+  }
+  {
+    // The GPT training step of `kiln train` (forward and loss compiled;
+    // backward and AdamW eager), batch 16.
+    nn::GPTConfig cfg;
+    nn::GPT model(cfg);
+    optim::AdamWOptions o;
+    o.lr = 4e-3, o.beta2 = 0.99, o.weight_decay = 0.1;
+    optim::AdamW opt(model.parameters(), o);
+    auto loss_fn = [&](const Tensor& x, const Tensor& y) {
+      return nn::cross_entropy(model.forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
+    };
+    auto compiled_loss = compile(loss_fn);
+    const Tensor x = randint(0, cfg.vocab_size, {16, cfg.block_size}), y = randint(0, cfg.vocab_size, {16, cfg.block_size});
+    auto step = [&](auto& loss_of) {
+      Tensor loss = loss_of(x, y);
+      opt.zero_grad();
+      loss.backward();
+      optim::clip_grad_norm_(model.parameters(), 1.0);
+      opt.step();
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    step(compiled_loss);
+    const double cold = seconds_since(t0);
+    auto [tc, te] = time_pair([&] { step(compiled_loss); }, [&] { step(loss_fn); }, 5);
+    rep.report("compile", "train_step", "ms", tc * 1e3, "eager", te * 1e3, false);
+    rep.report("compile", "cold_compile", "ms", cold * 1e3, "eager", te * 1e3, false);
+  }
+  {
+    // Per-call cost on a cache hit: 8 ops on 16 elements, so the arithmetic is negligible.
+    auto tiny = [](const Tensor& x) {
+      Tensor t = x * 2.0 + 1.0;
+      t = relu(t) - x;
+      t = t * t + x;
+      return t / 3.0;
+    };
+    const Tensor x = randn({16});
+    auto f = compile(tiny);
+    const int calls = 2000;
+    auto [tc, te] = time_pair([&] { for (int i = 0; i < calls; ++i) f(x); }, [&] { for (int i = 0; i < calls; ++i) tiny(x); }, 3);
+    rep.report("compile", "cache_hit_overhead", "us/call", tc / calls * 1e6, "eager", te / calls * 1e6, false);
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
