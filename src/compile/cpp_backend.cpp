@@ -33,6 +33,10 @@ struct FusedKernel {
   std::vector<int> inputs;   // tensor inputs, same shape as the loop
   std::vector<int> scalars;  // 0-dim inputs, read once per call
   std::vector<int> outputs;  // values needed after the loop
+  // A row kernel (a norm feeding the loop): its input, weight and bias
+  // (-1 when absent), and the row length; the loop then runs per row.
+  int row_x = -1, row_w = -1, row_b = -1;
+  int64_t row_len = 0;
   std::string symbol;
   FusedFn fn = nullptr;
 };
@@ -100,6 +104,17 @@ bool fusable(const Trace& t, const Plan& p, const TracedNode& n, const Shape& sh
     if (sizes_of(t, v).empty()) continue;  // a scalar: any dtype, converted once
     if (dtype_of_value(t, v) != kFloat32 || sizes_of(t, v) != shape || !contiguous_value(t, v)) return false;
   }
+  return true;
+}
+
+// A layer_norm / rms_norm over float32 rows whose output can be computed
+// inside the loop that consumes it (reduction fusion: the normalised tensor
+// is never written).
+bool row_head(const Trace& t, const Plan& p, const TracedNode& n) {
+  if (n.op->name != "layer_norm" || n.outputs.size() != 1) return false;
+  if (dtype_of_value(t, n.outputs[0]) != kFloat32 || n.attrs.get_int("n") <= 0) return false;
+  for (int in : n.inputs)
+    if (dtype_of_value(t, p.rep[in]) != kFloat32 || !contiguous_value(t, p.rep[in])) return false;
   return true;
 }
 
@@ -180,6 +195,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   // (scalar conversions of C++ numbers), which run just before the loop.
   struct Group {
     std::vector<size_t> loop, prelude;  // positions in plan.order
+    int head = -1;                      // position of a norm computed row by row inside the loop
   };
   auto scalar_node = [&](const TracedNode& n) {
     if (n.op->kind != OpKind::Compute) return false;
@@ -194,13 +210,14 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     const TracedNode& first = t.nodes[plan.order[i]];
     const Shape shape = first.outputs.size() == 1 ? sizes_of(t, first.outputs[0]) : Shape{};
     Group g;
-    for (size_t j = i; j < plan.order.size(); ++j) {
+    if (row_head(t, plan, first)) g.head = static_cast<int>(i);
+    for (size_t j = g.head >= 0 ? i + 1 : i; j < plan.order.size(); ++j) {
       const TracedNode& n = t.nodes[plan.order[j]];
       if (!shape.empty() && fusable(t, plan, n, shape)) g.loop.push_back(j);
       else if (!g.loop.empty() && scalar_node(n)) g.prelude.push_back(j);
       else break;
     }
-    if (g.loop.size() < 2) {  // one op alone is already a tuned kernel
+    if (g.loop.size() < (g.head >= 0 ? 1u : 2u)) {  // one op alone is already a tuned kernel
       ++i;
       continue;
     }
@@ -222,7 +239,30 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     k->symbol = "kiln_fused_" + std::to_string(g);
     std::map<int, std::string> name;  // value -> C++ expression holding it
     std::vector<int> produced;
-    std::ostringstream body;
+    std::ostringstream body, row_prologue;
+    if (groups[g].head >= 0) {
+      const TracedNode& n = t.nodes[plan.order[groups[g].head]];
+      k->nodes.push_back(plan.order[groups[g].head]);
+      const bool has_w = n.attrs.get_bool("has_weight"), has_b = n.attrs.get_bool("has_bias");
+      const bool rms = n.attrs.get_bool("rms");
+      k->row_len = n.attrs.get_int("n");
+      k->row_x = plan.rep[n.inputs[0]];
+      if (has_w) k->row_w = plan.rep[n.inputs[1]];
+      if (has_b) k->row_b = plan.rep[n.inputs[has_w ? 2 : 1]];
+      for (int in : n.inputs) users_after[plan.rep[in]]--;
+      char eps[40];
+      std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
+      row_prologue << "    const float* xr = rx + r * n;\n    float mean = 0.0f, var = 0.0f;\n";
+      if (!rms) row_prologue << "#pragma omp simd reduction(+ : mean)\n    for (int64_t c = 0; c < n; ++c) mean += xr[c];\n"
+                             << "    mean /= static_cast<float>(n);\n";
+      row_prologue << "#pragma omp simd reduction(+ : var)\n    for (int64_t c = 0; c < n; ++c) var += (xr[c] - mean) * (xr[c] - mean);\n"
+                   << "    const float rstd = 1.0f / __builtin_sqrtf(var / static_cast<float>(n) + " << eps << ");\n";
+      const int out = n.outputs[0];
+      body << "    const float v" << out << " = (xr[c] - mean) * rstd" << (has_w ? " * rw[c]" : "") << (has_b ? " + rb[c]" : "")
+           << ";\n";
+      name[out] = std::string("v").append(std::to_string(out));
+      produced.push_back(out);
+    }
     for (size_t i : groups[g].loop) {
       const TracedNode& n = t.nodes[plan.order[i]];
       k->nodes.push_back(plan.order[i]);
@@ -231,10 +271,10 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         const int v = plan.rep[n.inputs[a]];
         if (!name.count(v)) {
           if (sizes_of(t, v).empty()) {
-            name[v] = "s" + std::to_string(k->scalars.size());
+            name[v] = std::string("s").append(std::to_string(k->scalars.size()));
             k->scalars.push_back(v);
           } else {
-            name[v] = "in" + std::to_string(k->inputs.size()) + "[j]";
+            name[v] = std::string("in").append(std::to_string(k->inputs.size())).append("[j]");
             k->inputs.push_back(v);
           }
         }
@@ -251,13 +291,26 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         body << "    out" << k->outputs.size() << "[j] = v" << v << ";\n";
         k->outputs.push_back(v);
       }
+    // Row kernels take rows [lo, hi) and the norm's x / weight / bias after
+    // the loop's inputs; element c of row r is at j = r * n + c.
+    const bool rows = k->row_len > 0;
     src << "extern \"C\" void " << k->symbol
         << "(const float* const* in, const float* s, float* const* out, int64_t lo, int64_t hi) {\n";
     for (size_t i = 0; i < k->inputs.size(); ++i) src << "  const float* __restrict in" << i << " = in[" << i << "];\n";
     for (size_t i = 0; i < k->outputs.size(); ++i) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
     for (size_t i = 0; i < k->scalars.size(); ++i) src << "  const float s" << i << " = s[" << i << "];\n";
-    src << "  (void)in; (void)s; (void)out;\n#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n"
-        << body.str() << "  }\n}\n\n";
+    src << "  (void)in; (void)s; (void)out;\n";
+    if (rows) {
+      const size_t base = k->inputs.size();
+      src << "  const int64_t n = " << k->row_len << ";\n  const float* __restrict rx = in[" << base << "];\n";
+      if (k->row_w >= 0) src << "  const float* __restrict rw = in[" << base + 1 << "];\n";
+      if (k->row_b >= 0) src << "  const float* __restrict rb = in[" << base + (k->row_w >= 0 ? 2 : 1) << "];\n";
+      src << "  for (int64_t r = lo; r < hi; ++r) {\n" << row_prologue.str()
+          << "#pragma omp simd\n    for (int64_t c = 0; c < n; ++c) {\n      const int64_t j = r * n + c;\n"
+          << body.str() << "    }\n  }\n}\n\n";
+    } else {
+      src << "#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n" << body.str() << "  }\n}\n\n";
+    }
     kernels.push_back(k);
   }
   plan.source = src.str();
@@ -276,6 +329,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   std::vector<int> group_at(plan.order.size(), -1);  // position -> group it belongs to
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i : groups[g].loop) group_at[i] = static_cast<int>(g);
+    if (groups[g].head >= 0) group_at[groups[g].head] = static_cast<int>(g);
     for (size_t i : groups[g].prelude) group_at[i] = static_cast<int>(g);
   }
   for (size_t i = 0; i < plan.order.size(); ++i) {
@@ -283,7 +337,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     if (g < 0) {
       order.push_back(plan.order[i]);
       fused.push_back(nullptr);
-    } else if (i == groups[g].loop.front()) {
+    } else if (i == (groups[g].head >= 0 ? static_cast<size_t>(groups[g].head) : groups[g].loop.front())) {
       for (size_t p : groups[g].prelude) order.push_back(plan.order[p]), fused.push_back(nullptr);
       order.push_back(plan.order[i]);
       fused.push_back(kernels[g]);
@@ -307,6 +361,15 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     if (x.dtype() != kFloat32 || x.numel() != n || !x.is_contiguous()) return false;
     in.push_back(x.data_ptr<float>());
   }
+  if (k.row_len > 0) {
+    for (int v : {k.row_x, k.row_w, k.row_b}) {
+      if (v < 0) continue;
+      const Tensor& x = vals[v];
+      const int64_t want = v == k.row_x ? n : k.row_len;
+      if (x.dtype() != kFloat32 || x.numel() != want || !x.is_contiguous()) return false;
+      in.push_back(x.data_ptr<float>());
+    }
+  }
   std::vector<float> scalars;
   for (int v : k.scalars) {
     if (vals[v].numel() != 1) return false;
@@ -318,7 +381,9 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     out.push_back(vals[v].data_ptr<float>());
   }
   const FusedFn fn = k.fn;
-  parallel_for(0, n, 32768, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
+  const int64_t work = k.row_len > 0 ? n / k.row_len : n;  // rows, or elements
+  const int64_t grain = k.row_len > 0 ? std::max<int64_t>(1, 32768 / k.row_len) : 32768;
+  parallel_for(0, work, grain, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
   return true;
 }
 

@@ -33,6 +33,10 @@ void execute(const Plan& plan, Trace& t) {
       vals[v] = t.externals[t.value_ext[v]];
       grad = grad || vals[v].requires_grad();
     }
+  // Autograd must record only when some op was traced with grad enabled.
+  bool any_grad_node = false;
+  for (const TracedNode& n : t.nodes) any_grad_node = any_grad_node || n.grad_enabled;
+  grad = grad && any_grad_node;
   const bool mode = is_grad_enabled();
   std::vector<Tensor> ins;
   auto run_node = [&](int n) {

@@ -72,6 +72,34 @@ TEST_F(Compile, ElementwiseChainMatchesEagerOnBothBackends) {
   expect_same(f(randn({0, 4}), randn({0, 4})), fn(randn({0, 4}), randn({0, 4})), "zero-size");
 }
 
+TEST_F(Compile, NormsFuseIntoTheLoopsThatConsumeThem) {
+  manual_seed(66);
+  const Tensor w = randn({48}), b = randn({48});
+  auto ln_block = [&](const Tensor& x) { return x + gelu(layer_norm(x, {48}, w, b), "tanh"); };
+  auto rms_block = [&](const Tensor& x) { return silu(rms_norm(x, {48}, w)) * 2.0; };
+  auto plain_ln = [&](const Tensor& x) { return relu(layer_norm(x, {48})) - x; };
+  auto f = compile(ln_block);
+  auto g = compile(rms_block);
+  auto h = compile(plain_ln);
+  testing::internal::CaptureStderr();
+  for (int64_t rows : {1, 7, 300}) {
+    const Tensor x = randn({rows, 48});
+    expect_same(f(x), ln_block(x), "layer_norm rows " + std::to_string(rows));
+    expect_same(g(x), rms_block(x), "rms_norm rows " + std::to_string(rows));
+    expect_same(h(x), plain_ln(x), "layer_norm without affine rows " + std::to_string(rows));
+  }
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  // The normalised tensor itself kept alive: the loop writes it too.
+  auto both = compile([&](const Tensor& x) {
+    Tensor n = layer_norm(x, {48}, w, b);
+    return std::vector<Tensor>{n, exp(n) + 1.0};
+  });
+  const Tensor x = randn({5, 48});
+  auto r = both(x);
+  expect_same(r[0], layer_norm(x, {48}, w, b), "normalised");
+  expect_same(r[1], exp(layer_norm(x, {48}, w, b)) + 1.0, "consumer");
+}
+
 TEST_F(Compile, MlpLayerNormGeluResidualAndLossWithGradients) {
   manual_seed(61);
   nn::Linear fc1(16, 32), fc2(32, 16);
