@@ -64,6 +64,7 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-ops --json
 	./$(BUILD)/bin/kiln-bench-train --json --profile
 	./$(BUILD)/bin/kiln-bench-attention --json
+	./$(BUILD)/bin/kiln-bench-compile --json
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

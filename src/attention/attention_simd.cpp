@@ -53,14 +53,39 @@ inline float KVToFloat(uint16_t bits) {
   return f;
 }
 
+// s[r * n + j] = scale * dot(q row r, k row j). Query rows go four at a
+// time, so each key vector loaded feeds four FMAs (decoding reads every key
+// once for the whole GQA group).
 template <class KV>
 void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, float scale, float* s) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t j = 0; j < n; ++j) {
-    const KV* kj = k + j * E;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* qr = q + r * E;
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float *q0 = q + r * E, *q1 = q0 + E, *q2 = q1 + E, *q3 = q2 + E;
+    for (int64_t j = 0; j < n; ++j) {
+      const KV* kj = k + j * E;
+      auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+      int64_t e = 0;
+      for (; e + N <= E; e += N) {
+        const auto kv = LoadKV(d, kj + e);
+        a0 = hn::MulAdd(hn::LoadU(d, q0 + e), kv, a0), a1 = hn::MulAdd(hn::LoadU(d, q1 + e), kv, a1);
+        a2 = hn::MulAdd(hn::LoadU(d, q2 + e), kv, a2), a3 = hn::MulAdd(hn::LoadU(d, q3 + e), kv, a3);
+      }
+      float t0 = hn::GetLane(hn::SumOfLanes(d, a0)), t1 = hn::GetLane(hn::SumOfLanes(d, a1));
+      float t2 = hn::GetLane(hn::SumOfLanes(d, a2)), t3 = hn::GetLane(hn::SumOfLanes(d, a3));
+      for (; e < E; ++e) {
+        const float kf = KVToFloat(kj[e]);
+        t0 += q0[e] * kf, t1 += q1[e] * kf, t2 += q2[e] * kf, t3 += q3[e] * kf;
+      }
+      s[r * n + j] = t0 * scale, s[(r + 1) * n + j] = t1 * scale;
+      s[(r + 2) * n + j] = t2 * scale, s[(r + 3) * n + j] = t3 * scale;
+    }
+  }
+  for (; r < rows; ++r) {
+    const float* qr = q + r * E;
+    for (int64_t j = 0; j < n; ++j) {
+      const KV* kj = k + j * E;
       auto acc = hn::Zero(d);
       int64_t e = 0;
       for (; e + N <= E; e += N) acc = hn::MulAdd(hn::LoadU(d, qr + e), LoadKV(d, kj + e), acc);
@@ -71,18 +96,50 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   }
 }
 
+// acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j]. Four rows by two
+// vectors of acc stay in registers across the pass over the block's rows.
 template <class KV>
 void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows, const KV* v, int64_t n, int64_t Ev) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t e = 0; e < Ev; ++e) acc[r * Ev + e] *= corr[r];
-  for (int64_t j = 0; j < n; ++j) {
-    const KV* vj = v + j * Ev;
-    for (int64_t r = 0; r < rows; ++r) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    float* a = acc + r * Ev;
+    const float* pr = p + r * n;
+    int64_t e = 0;
+    for (; e + 2 * N <= Ev; e += 2 * N) {
+      auto c00 = hn::LoadU(d, a + e), c01 = hn::LoadU(d, a + e + N);
+      auto c10 = hn::LoadU(d, a + Ev + e), c11 = hn::LoadU(d, a + Ev + e + N);
+      auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
+      auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
+      for (int64_t j = 0; j < n; ++j) {
+        const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
+        const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
+        const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
+        c00 = hn::MulAdd(p0, v0, c00), c01 = hn::MulAdd(p0, v1, c01);
+        c10 = hn::MulAdd(p1, v0, c10), c11 = hn::MulAdd(p1, v1, c11);
+        c20 = hn::MulAdd(p2, v0, c20), c21 = hn::MulAdd(p2, v1, c21);
+        c30 = hn::MulAdd(p3, v0, c30), c31 = hn::MulAdd(p3, v1, c31);
+      }
+      hn::StoreU(c00, d, a + e), hn::StoreU(c01, d, a + e + N);
+      hn::StoreU(c10, d, a + Ev + e), hn::StoreU(c11, d, a + Ev + e + N);
+      hn::StoreU(c20, d, a + 2 * Ev + e), hn::StoreU(c21, d, a + 2 * Ev + e + N);
+      hn::StoreU(c30, d, a + 3 * Ev + e), hn::StoreU(c31, d, a + 3 * Ev + e + N);
+    }
+    for (; e < Ev; ++e)
+      for (int64_t u = 0; u < 4; ++u) {
+        float t = a[u * Ev + e];
+        for (int64_t j = 0; j < n; ++j) t += pr[u * n + j] * KVToFloat(v[j * Ev + e]);
+        a[u * Ev + e] = t;
+      }
+  }
+  for (; r < rows; ++r) {
+    float* ar = acc + r * Ev;
+    for (int64_t j = 0; j < n; ++j) {
       const float pj = p[r * n + j];
-      if (pj == 0.0f) continue;
-      float* ar = acc + r * Ev;
+      const KV* vj = v + j * Ev;
       const auto vp = hn::Set(d, pj);
       int64_t e = 0;
       for (; e + N <= Ev; e += N) hn::StoreU(hn::MulAdd(vp, LoadKV(d, vj + e), hn::LoadU(d, ar + e)), d, ar + e);
