@@ -1,6 +1,7 @@
 // A GPT (token + position embeddings, pre-norm transformer blocks with
 // causal self-attention and a GELU MLP, final LayerNorm, head tied to the
-// token embedding), written against plain ops.
+// token embedding), written against plain ops; attention is flex_attention
+// (plain ops when attention dropout is on in training).
 #pragma once
 #include <string>
 
