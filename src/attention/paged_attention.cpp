@@ -101,8 +101,8 @@ void PagedKVCache::assign(const Tensor& batch_idx, const Tensor& input_pos, cons
 Tensor PagedKVCache::physical_to_logical_rows(const Tensor& batch_idx) const {
   check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1, "PagedKVCache.convert_logical_block_mask",
         "expected batch_idx (B) int64 but got ", shape_str(batch_idx.sizes()), " ", batch_idx.dtype());
-  for (int64_t i = 0; i < batch_idx.size(0); ++i)
-    check_batch(batch_idx.contiguous().data_ptr<int64_t>()[i], "PagedKVCache.convert_logical_block_mask");
+  const Tensor bi = batch_idx.contiguous();
+  for (int64_t i = 0; i < bi.size(0); ++i) check_batch(bi.data_ptr<int64_t>()[i], "PagedKVCache.convert_logical_block_mask");
   return index_select(physical_to_logical_, 0, batch_idx).contiguous();
 }
 

@@ -37,7 +37,6 @@ void execute(const Plan& plan, Trace& t) {
   bool any_grad_node = false;
   for (const TracedNode& n : t.nodes) any_grad_node = any_grad_node || n.grad_enabled;
   grad = grad && any_grad_node;
-  const bool mode = is_grad_enabled();
   std::vector<Tensor> ins;
   auto run_node = [&](int n) {
     const TracedNode& node = t.nodes[n];
@@ -45,14 +44,13 @@ void execute(const Plan& plan, Trace& t) {
     for (int in : node.inputs) ins.push_back(vals[plan.rep[in]]);
     std::vector<Tensor> outs;
     if (grad) {
-      set_grad_enabled(node.grad_enabled);
-      try {
-        outs = dispatch(*node.op, ins, node.attrs);
-      } catch (...) {
-        set_grad_enabled(mode);
-        throw;
-      }
-      set_grad_enabled(mode);
+      // Under the grad mode the op was traced with; restored on exit.
+      struct GradMode {
+        bool prev = is_grad_enabled();
+        explicit GradMode(bool on) { set_grad_enabled(on); }
+        ~GradMode() { set_grad_enabled(prev); }
+      } mode(node.grad_enabled);
+      outs = dispatch(*node.op, ins, node.attrs);
     } else {
       outs = run_kernel(*node.op, ins, node.attrs);
     }

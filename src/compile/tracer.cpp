@@ -13,13 +13,11 @@
 // given its value in place (transplant: storage, layout, version counter and
 // autograd history), so every handle the program has stays valid. Tracing
 // then resumes in a new graph in which those tensors are inputs.
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "graph.h"
 #include "kiln/autograd.h"
@@ -166,20 +164,18 @@ class Tracer : public DispatchMode {
       site_.explain.graph_count++;
       site_.explain.ops_per_graph.push_back(static_cast<int>(trace_.nodes.size()));
     }
-    executing_ = true;
-    auto hook = kiln::detail::concrete_value_hook;
-    kiln::detail::concrete_value_hook = nullptr;  // kernels read pending memory freely while the graph runs
-    try {
-      execute(*plan, trace_);
-    } catch (...) {
-      kiln::detail::concrete_value_hook = hook;
-      executing_ = false;
-      reset();
-      throw;
-    }
-    kiln::detail::concrete_value_hook = hook;
-    executing_ = false;
-    reset();
+    // While the graph runs, kernels read pending memory freely (the hook
+    // ignores it) and ops pass through on_op; the trace is dropped after,
+    // also when execution throws.
+    struct Executing {
+      Tracer& t;
+      explicit Executing(Tracer& tr) : t(tr) { t.executing_ = true; }
+      ~Executing() {
+        t.executing_ = false;
+        t.reset();
+      }
+    } executing(*this);
+    execute(*plan, trace_);
     ++graph_index_;
   }
 
@@ -262,7 +258,6 @@ class Tracer : public DispatchMode {
   std::unordered_map<const TensorImpl*, int> pending_, ext_;
   std::string key_;
 
-  friend class TraceScope;
 };
 
 TraceScope::TraceScope(CallSite& site, bool explaining) {

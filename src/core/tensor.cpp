@@ -39,7 +39,7 @@ T* Tensor::data_ptr(std::source_location where) const {
   check(dtype() == dtype_of<T>::value, "data_ptr", "expected a tensor of dtype ", dtype_of<T>::value,
         " but this tensor has dtype ", dtype());
   detail::on_concrete_value(checked(), "data_ptr()", where);
-  return reinterpret_cast<T*>(raw_data(where));
+  return reinterpret_cast<T*>(checked()->data());
 }
 
 template <typename T>
@@ -48,7 +48,7 @@ T Tensor::item(std::source_location where) const {
   detail::on_concrete_value(checked(), std::is_same_v<T, bool> ? "converting a tensor to bool" : "item()", where);
   return visit_dtype(dtype(), [&](auto tag) {
     using S = decltype(tag);
-    return cpu::convert<T>(*reinterpret_cast<const S*>(raw_data(where)));
+    return cpu::convert<T>(*reinterpret_cast<const S*>(checked()->data()));
   });
 }
 
