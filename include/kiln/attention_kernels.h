@@ -263,15 +263,25 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
       std::fill(acc, acc + rows * s.Ev, 0.0f);
       const KV* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
       const KV* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
-      for (int64_t n = total * part / P; n < total * (part + 1) / P; ++n) {
+      auto block_at = [&](int64_t n) { return n < bl.n_partial ? bl.partial[n] : bl.full[n - bl.n_partial]; };
+      const int64_t end = total * (part + 1) / P;
+      for (int64_t n = total * part / P; n < end; ++n) {
         const bool partial = n < bl.n_partial;
-        const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
+        const int64_t kb = block_at(n);
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
-        attention_simd::dots_rows(qrows.data(), rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data());
+        // The next block's keys stream in during this block's dots, its values during P V.
+        attention_simd::Prefetch next_k, next_v;
+        if (n + 1 < end) {
+          const int64_t nk0 = block_at(n + 1) * bs, ncols = std::min(s.S, nk0 + bs) - nk0;
+          next_k = {K + nk0 * s.E, ncols, static_cast<int64_t>(s.E * sizeof(KV))};
+          next_v = {V + nk0 * s.Ev, ncols, static_cast<int64_t>(s.Ev * sizeof(KV))};
+        }
+        attention_simd::dots_rows(qrows.data(), rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data(),
+                                  next_k);
         for (int64_t r = 0; r < rows; ++r)
           corr[r] = online_softmax_step(sc.data() + r * cols, cols, partial, b, hk * s.group + r / s.L, r % s.L, k0,
                                         score_mod, m.mask_mod, mx[r], l[r]);
-        attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev);
+        attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev, next_v);
       }
     }
   });

@@ -7,17 +7,29 @@
 
 namespace kiln::attention_simd {
 
+// Rows of the next key or value block to prefetch while the current one
+// computes (decoding streams K and V once from memory): n rows, row_bytes
+// apart. n = 0 prefetches nothing.
+struct Prefetch {
+  const void* rows = nullptr;
+  int64_t n = 0, row_bytes = 0;
+};
+
 // s[j] = exp(s[j] - mx); returns the sum.
 float exp_sub_sum(float* s, int64_t n, float mx);
 // s[r * n + j] = scale * dot(q row r, k row j), rows of length E, k row-major:
 // each key row is loaded once for all query rows (decoding, GQA groups).
-void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s);
+// Row j of `pf` is prefetched alongside key row j (also in accumulate_rows).
+void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s,
+               const Prefetch& pf = {});
 // acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j], for r < rows.
-void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev);
+void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev,
+                     const Prefetch& pf = {});
 // The same reading a bfloat16 cache directly (widened in registers).
-void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s);
+void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s,
+               const Prefetch& pf = {});
 void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
-                     int64_t Ev);
+                     int64_t Ev, const Prefetch& pf = {});
 
 // C (M x N, row stride ldc) = alpha * A @ B, plus C when accumulate. A is
 // M x K with element (i, k) at A[i * a_rs + k * a_cs] (a transpose is just

@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "attention/attention_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include <cmath>
@@ -53,17 +54,94 @@ inline float KVToFloat(uint16_t bits) {
   return f;
 }
 
+// Issues prefetches (to L2) for row j of the next block, one per cache
+// line, so that memory streams in while this block computes.
+HWY_INLINE void PrefetchRow(const Prefetch& pf, int64_t j) {
+  if (j >= pf.n) return;
+  const char* row = static_cast<const char*>(pf.rows) + j * pf.row_bytes;
+  for (int64_t b = 0; b < pf.row_bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+}
+
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+// Lane i of the result = sum of the lanes of v[i], for N = Lanes(d) vectors.
+// 128-bit vectors (and the 128-bit blocks of AVX2) reduce by interleaving,
+// three instructions per pair; the blocks of AVX2 then meet in one add.
+// Wider vectors use pairwise adds of even and odd lanes.
+template <size_t kN>
+HWY_INLINE hn::Vec<D> ReduceEach(D d, hn::Vec<D> (&v)[kN]) {
+  if constexpr (kN == 4 || kN == 8) {
+    const hn::Repartition<double, D> d64;
+    for (size_t g = 0; g < kN; g += 4) {
+      const auto ab = hn::Add(hn::InterleaveLower(d, v[g], v[g + 1]), hn::InterleaveUpper(d, v[g], v[g + 1]));
+      const auto cd = hn::Add(hn::InterleaveLower(d, v[g + 2], v[g + 3]), hn::InterleaveUpper(d, v[g + 2], v[g + 3]));
+      const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
+      // Per 128-bit block: [sum a, sum b, sum c, sum d] over that block.
+      v[g / 4] = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab64, cd64)),
+                         hn::BitCast(d, hn::InterleaveUpper(d64, ab64, cd64)));
+    }
+    if constexpr (kN == 8) return hn::Add(hn::ConcatLowerLower(d, v[1], v[0]), hn::ConcatUpperUpper(d, v[1], v[0]));
+    return v[0];
+  } else {
+    for (size_t width = kN; width > 1; width /= 2)
+      for (size_t i = 0; i < width / 2; ++i)
+        v[i] = hn::Add(hn::ConcatEven(d, v[2 * i + 1], v[2 * i]), hn::ConcatOdd(d, v[2 * i + 1], v[2 * i]));
+    return v[0];
+  }
+}
+#endif
+
 // s[r * n + j] = scale * dot(q row r, k row j). Query rows go four at a
 // time, so each key vector loaded feeds four FMAs (decoding reads every key
 // once for the whole GQA group).
 template <class KV>
-void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, float scale, float* s) {
+void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, float scale, float* s,
+               const Prefetch& pf) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t r = 0;
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  // Four query rows by N/4 keys: the N accumulators are summed together by
+  // a pairwise-add tree (ConcatEven + ConcatOdd halves the vector count per
+  // level) whose last vector holds all N dot products, instead of one
+  // horizontal reduction per dot product; each query vector loaded feeds
+  // N/4 keys.
+  constexpr int64_t KJ = static_cast<int64_t>(hn::MaxLanes(D())) / 4;
+  if (E % N == 0)
+    for (; r + 4 <= rows; r += 4) {
+      const float* qr = q + r * E;
+      int64_t j = 0;
+      for (; j + KJ <= n; j += KJ) {
+        if (r == 0)
+          for (int64_t u = 0; u < KJ; ++u) PrefetchRow(pf, j + u);
+        hn::Vec<D> acc[4 * KJ];  // acc[row * KJ + key]
+        for (auto& a : acc) a = hn::Zero(d);
+        for (int64_t e = 0; e < E; e += N) {
+          hn::Vec<D> kv[KJ];
+          for (int64_t u = 0; u < KJ; ++u) kv[u] = LoadKV(d, k + (j + u) * E + e);
+          for (int64_t row = 0; row < 4; ++row) {
+            const auto qv = hn::LoadU(d, qr + row * E + e);
+            for (int64_t u = 0; u < KJ; ++u) acc[row * KJ + u] = hn::MulAdd(qv, kv[u], acc[row * KJ + u]);
+          }
+        }
+        alignas(64) float dots[4 * KJ];
+        hn::Store(hn::Mul(ReduceEach(d, acc), hn::Set(d, scale)), d, dots);
+        for (int64_t row = 0; row < 4; ++row)
+          for (int64_t u = 0; u < KJ; ++u) s[(r + row) * n + j + u] = dots[row * KJ + u];
+      }
+      for (; j < n; ++j) {
+        if (r == 0) PrefetchRow(pf, j);
+        for (int64_t row = 0; row < 4; ++row) {
+          auto a = hn::Zero(d);
+          for (int64_t e = 0; e < E; e += N) a = hn::MulAdd(hn::LoadU(d, qr + row * E + e), LoadKV(d, k + j * E + e), a);
+          s[(r + row) * n + j] = hn::GetLane(hn::SumOfLanes(d, a)) * scale;
+        }
+      }
+    }
+#endif
   for (; r + 4 <= rows; r += 4) {
     const float *q0 = q + r * E, *q1 = q0 + E, *q2 = q1 + E, *q3 = q2 + E;
     for (int64_t j = 0; j < n; ++j) {
+      if (r == 0) PrefetchRow(pf, j);
       const KV* kj = k + j * E;
       auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
       int64_t e = 0;
@@ -85,6 +163,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   for (; r < rows; ++r) {
     const float* qr = q + r * E;
     for (int64_t j = 0; j < n; ++j) {
+      if (r == 0) PrefetchRow(pf, j);
       const KV* kj = k + j * E;
       auto acc = hn::Zero(d);
       int64_t e = 0;
@@ -99,7 +178,8 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
 // acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j]. Four rows by two
 // vectors of acc stay in registers across the pass over the block's rows.
 template <class KV>
-void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows, const KV* v, int64_t n, int64_t Ev) {
+void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows, const KV* v, int64_t n, int64_t Ev,
+                     const Prefetch& pf) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t r = 0; r < rows; ++r)
@@ -115,6 +195,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
       auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
       auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
       for (int64_t j = 0; j < n; ++j) {
+        if (r == 0 && e == 0) PrefetchRow(pf, j);
         const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
         const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
         const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
@@ -148,18 +229,21 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
   }
 }
 
-void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
-  DotsRowsT(q, rows, k, n, E, scale, s);
+void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s,
+              const Prefetch& pf) {
+  DotsRowsT(q, rows, k, n, E, scale, s, pf);
 }
-void DotsRowsBF16(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s) {
-  DotsRowsT(q, rows, k, n, E, scale, s);
+void DotsRowsBF16(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
+                  const Prefetch& pf) {
+  DotsRowsT(q, rows, k, n, E, scale, s, pf);
 }
-void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev) {
-  AccumulateRowsT(acc, corr, p, rows, v, n, Ev);
+void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev,
+                    const Prefetch& pf) {
+  AccumulateRowsT(acc, corr, p, rows, v, n, Ev, pf);
 }
 void AccumulateRowsBF16(float* acc, const float* corr, const float* p, int64_t rows, const uint16_t* v, int64_t n,
-                        int64_t Ev) {
-  AccumulateRowsT(acc, corr, p, rows, v, n, Ev);
+                        int64_t Ev, const Prefetch& pf) {
+  AccumulateRowsT(acc, corr, p, rows, v, n, Ev, pf);
 }
 
 // C (M x N, ldc) = alpha * A @ B (+ C when accumulate). A is M x K with
@@ -246,19 +330,22 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t 
   HWY_DYNAMIC_DISPATCH(Gemm)(M, N, K, alpha, A, a_rs, a_cs, B, ldb, C, ldc, accumulate);
 }
 
-void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s) {
-  HWY_DYNAMIC_DISPATCH(DotsRows)(q, rows, k, n, E, scale, s);
+void dots_rows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E, float scale, float* s,
+               const Prefetch& pf) {
+  HWY_DYNAMIC_DISPATCH(DotsRows)(q, rows, k, n, E, scale, s, pf);
 }
-void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev) {
-  HWY_DYNAMIC_DISPATCH(AccumulateRows)(acc, corr, p, rows, v, n, Ev);
+void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev,
+                     const Prefetch& pf) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRows)(acc, corr, p, rows, v, n, Ev, pf);
 }
 
-void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s) {
-  HWY_DYNAMIC_DISPATCH(DotsRowsBF16)(q, rows, reinterpret_cast<const uint16_t*>(k), n, E, scale, s);
+void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s,
+               const Prefetch& pf) {
+  HWY_DYNAMIC_DISPATCH(DotsRowsBF16)(q, rows, reinterpret_cast<const uint16_t*>(k), n, E, scale, s, pf);
 }
 void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
-                     int64_t Ev) {
-  HWY_DYNAMIC_DISPATCH(AccumulateRowsBF16)(acc, corr, p, rows, reinterpret_cast<const uint16_t*>(v), n, Ev);
+                     int64_t Ev, const Prefetch& pf) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRowsBF16)(acc, corr, p, rows, reinterpret_cast<const uint16_t*>(v), n, Ev, pf);
 }
 float exp_sub_sum(float* s, int64_t n, float mx) { return HWY_DYNAMIC_DISPATCH(ExpSubSum)(s, n, mx); }
 }  // namespace kiln::attention_simd
