@@ -4,11 +4,13 @@
 // parameters, so the compiler inlines them into the kernel loops.
 // Kernels: kiln/attention_kernels.h (tiled forward and backward built on one
 // SIMD GEMM micro-kernel, flash decoding); paged KV cache:
-// kiln/paged_attention.h. Not yet: gradients for tensors captured by mods.
+// kiln/paged_attention.h.
 #pragma once
 #include <cmath>
+#include <concepts>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
@@ -87,16 +89,36 @@ OrMasks<A, B> or_masks(A a, B b) { return {a, b}; }
 
 // Score mods are generic in the score type: the backward pass calls them on
 // a dual number to get d(score_mod)/d(score).
+//
+// A score mod whose captured tensors may be learned (a bias table, ALiBi
+// slopes) names them and the derivative with respect to them, so that
+// flex_attention's backward pass also returns their gradients:
+//   std::vector<Tensor> learned() const;
+//   void backward_learned(double grad, int64_t b, int64_t h, int64_t q, int64_t kv,
+//                         double* const* grads) const;
+// grads[t] is a float64 buffer laid out like learned()[t] (contiguous), to
+// which backward_learned adds grad * d(score_mod)/d(learned()[t]) for the
+// score at (b, h, q, kv); grad is dLoss/d(score_mod's output).
+template <class M>
+concept HasLearnedTensors = requires(const M& m, double g, int64_t i, double* const* grads) {
+  { m.learned() } -> std::convertible_to<std::vector<Tensor>>;
+  m.backward_learned(g, i, i, i, i, grads);
+};
+
 struct NoScoreMod {
   template <class S>
   S operator()(S s, int64_t, int64_t, int64_t, int64_t) const { return s; }
 };
-// ALiBi: score + slope[h] * (kv - q), slopes float64 (H).
+// ALiBi: score + slope[h] * (kv - q), slopes float64 (H), learnable.
 struct AlibiScore {
   Tensor slopes;
   template <class S>
   S operator()(S s, int64_t, int64_t h, int64_t q, int64_t kv) const {
     return s + S(slopes.data_ptr<double>()[h] * static_cast<double>(kv - q));
+  }
+  std::vector<Tensor> learned() const { return {slopes}; }
+  void backward_learned(double g, int64_t, int64_t h, int64_t q, int64_t kv, double* const* grads) const {
+    grads[0][h] += g * static_cast<double>(kv - q);
   }
 };
 // Tanh soft-capping: cap * tanh(score / cap).
@@ -109,7 +131,7 @@ struct SoftcapScore {
   }
 };
 // Relative position bias from a table (H, 2 * max_distance + 1), float64,
-// indexed by kv - q clamped to [-max_distance, max_distance].
+// indexed by kv - q clamped to [-max_distance, max_distance]; learnable.
 struct RelativePositionBias {
   Tensor table;
   int64_t max_distance;
@@ -117,6 +139,10 @@ struct RelativePositionBias {
   S operator()(S s, int64_t, int64_t h, int64_t q, int64_t kv) const {
     const int64_t d = std::clamp<int64_t>(kv - q, -max_distance, max_distance) + max_distance;
     return s + S(table.data_ptr<double>()[h * table.size(1) + d]);
+  }
+  std::vector<Tensor> learned() const { return {table}; }
+  void backward_learned(double g, int64_t, int64_t h, int64_t q, int64_t kv, double* const* grads) const {
+    grads[0][h * table.size(1) + std::clamp<int64_t>(kv - q, -max_distance, max_distance) + max_distance] += g;
   }
 };
 

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <mutex>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -316,12 +319,23 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
 // elementwise pass that applies the mods, P = exp(S - lse) and
 // dS = P (dP - delta) score_mod'(S) scale. One task per (b, KV head), so the
 // query heads sharing a KV head (GQA) add into dk/dv without races.
+// `learned`, when given, holds one zeroed float64 buffer per tensor the
+// score mod names in learned(): each thread adds into its own copies, merged
+// at its end (tasks of different batches touch the same entries).
 template <class T, class ScoreMod, class MaskMod>
 void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
-              const Shapes& s, const BlockMask<MaskMod>& m, const ScoreMod& score_mod) {
+              const Shapes& s, const BlockMask<MaskMod>& m, const ScoreMod& score_mod,
+              std::vector<std::vector<double>>* learned = nullptr) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t bs = m.block_size, nk = m.num_kv_blocks();
+  std::mutex merge;
   parallel_for(0, s.B * s.Hkv, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<std::vector<double>> local;
+    std::vector<double*> local_ptrs;
+    if (learned) {
+      for (const auto& buf : *learned) local.emplace_back(buf.size(), 0.0);
+      for (auto& buf : local) local_ptrs.push_back(buf.data());
+    }
     std::vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
         vt(static_cast<size_t>(s.Ev * bs)), p(static_cast<size_t>(bs * bs)), dp(static_cast<size_t>(bs * bs)),
         deriv(static_cast<size_t>(bs));
@@ -373,7 +387,13 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
               }
               exp_sub_sum<T>(pr, cols, li);  // P = exp(score - lse); the sum is not needed
               const T di = delta[g * s.L + i], sc = static_cast<T>(s.scale);
-              for (int64_t j = 0; j < cols; ++j) dpr[j] = pr[j] * (dpr[j] - di) * deriv[j] * sc;  // dS
+              for (int64_t j = 0; j < cols; ++j) {
+                const T dmod = pr[j] * (dpr[j] - di);  // dLoss / d(score_mod's output)
+                if constexpr (HasLearnedTensors<ScoreMod>)
+                  if (learned && dmod != T(0))
+                    score_mod.backward_learned(static_cast<double>(dmod), b, h, i, k0 + j, local_ptrs.data());
+                dpr[j] = dmod * deriv[j] * sc;  // dS
+              }
             }
             gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.Ev, dV + k0 * s.Ev, s.Ev, true);
             gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.E, dK + k0 * s.E, s.E, true);
@@ -381,6 +401,11 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
           }
         }
       }
+    }
+    if (learned) {
+      std::lock_guard<std::mutex> lock(merge);
+      for (size_t t = 0; t < local.size(); ++t)
+        for (size_t e = 0; e < local[t].size(); ++e) (*learned)[t][e] += local[t][e];
     }
   });
 }
@@ -407,8 +432,11 @@ template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
   const Shapes s = check_inputs(q, k, v, m, opt);
+  std::vector<Tensor> learned;
+  if constexpr (HasLearnedTensors<ScoreMod>) learned = score_mod.learned();
+  const bool learns = std::any_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); });
   if constexpr (std::is_same_v<T, float>) {
-    const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || learns);
     if (!records && k.dtype() == kBFloat16 && decode_eligible(s, m) && opt.kv_partitions != 1)
       return decode_bf16(q, k, v, s, m, score_mod, opt);
   }
@@ -440,18 +468,35 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
   // without history, so the graph holds no cycle through the result.
   const Tensor saved_out = out.detach();
   const DType dq_t = q.dtype(), dk_t = k.dtype(), dv_t = v.dtype();
-  autograd::record_function("flex_attention", {q, k, v}, {result},
+  std::vector<Tensor> inputs = {q, k, v};
+  if (learns) inputs.insert(inputs.end(), learned.begin(), learned.end());
+  std::vector<Shape> learned_sizes;
+  std::vector<DType> learned_dtypes;
+  for (const Tensor& t : learned) learned_sizes.push_back(t.sizes()), learned_dtypes.push_back(t.dtype());
+  autograd::record_function("flex_attention", inputs, {result},
                             [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
                               NoGradGuard no_grad;
                               const Tensor go = as_compute<T>(grads[0]);
                               Tensor dq = zeros(qc.sizes(), dtype_of<T>::value),
                                      dk = zeros({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value),
                                      dv = zeros({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value);
+                              std::vector<std::vector<double>> dlearned;
+                              for (const Shape& sz : learned_sizes)
+                                dlearned.emplace_back(
+                                    static_cast<size_t>(std::accumulate(sz.begin(), sz.end(), int64_t{1}, std::multiplies<>())),
+                                    0.0);
                               backward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), saved_out.data_ptr<T>(),
                                           lse.data_ptr<T>(), go.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
-                                          dv.data_ptr<T>(), s, m, score_mod);
+                                          dv.data_ptr<T>(), s, m, score_mod, learns ? &dlearned : nullptr);
                               if (s.Bkv != s.B) dk = dk.sum({0}, true), dv = dv.sum({0}, true);
-                              return {dq.to(dq_t), dk.to(dk_t), dv.to(dv_t)};
+                              std::vector<Tensor> out_grads = {dq.to(dq_t), dk.to(dk_t), dv.to(dv_t)};
+                              if (learns)
+                                for (size_t t = 0; t < dlearned.size(); ++t) {
+                                  Tensor g = empty(learned_sizes[t], kFloat64);
+                                  std::copy(dlearned[t].begin(), dlearned[t].end(), g.data_ptr<double>());
+                                  out_grads.push_back(g.to(learned_dtypes[t]));
+                                }
+                              return out_grads;
                             });
   Tensor lse_out;
   if (opt.return_lse) {
@@ -465,7 +510,7 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
 
 // q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev); k and v may have
 // batch 1 (broadcast, as for a shared or paged cache). Differentiable in q,
-// k and v (not yet in tensors captured by the mods).
+// k, v and the tensors a score mod names in learned() (HasLearnedTensors).
 template <class ScoreMod, class MaskMod>
 FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod,
                           const BlockMask<MaskMod>& block_mask, FlexOptions options = {}) {

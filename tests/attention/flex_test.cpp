@@ -185,6 +185,42 @@ TEST(FlexAttention, GradcheckWithSoftcapAndWindow) {
       {in.q, in.k, in.v}));
 }
 
+// Tensors captured by a score mod get gradients when they require grad: a
+// relative-position bias table and ALiBi slopes, by gradcheck in float64 and
+// against the dense reference (whose bias is built from the table by ops).
+TEST(FlexAttention, GradientsOfLearnedScoreModTensors) {
+  manual_seed(46);
+  const int64_t L = 11, S = 13, H = 2, maxd = 3, W = 2 * maxd + 1;
+  Inputs in = make_qkv(2, H, H, L, S, 3, 2);
+  const auto bm = create_block_mask(SlidingWindowMask{6}, 1, 1, L, S, 4);
+  Tensor table = randn({H, W}, kFloat64).requires_grad_(), slopes = randn({H}, kFloat64).requires_grad_();
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const std::vector<Tensor>& t) {
+        return std::vector<Tensor>{flex_attention(t[0], t[1], t[2], RelativePositionBias{t[3], maxd}, bm).out};
+      },
+      {in.q, in.k, in.v, table}));
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const std::vector<Tensor>& t) { return std::vector<Tensor>{flex_attention(t[0], t[1], t[2], AlibiScore{t[3]}, bm).out}; },
+      {in.q.detach(), in.k.detach(), in.v.detach(), slopes}));
+  // float32 attention, float64 table: the table's gradient against the dense
+  // float64 reference, where bias[h, i, j] = table[h, clamp(j - i) + maxd]
+  // is an index_select, so its gradient flows back to the table by ops.
+  Tensor idx = empty({L * S}, kInt64);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < S; ++j) idx.data_ptr<int64_t>()[i * S + j] = std::clamp<int64_t>(j - i, -maxd, maxd) + maxd;
+  const Tensor q32 = in.q.to(kFloat32).detach().requires_grad_(), k32 = in.k.to(kFloat32).detach(),
+               v32 = in.v.to(kFloat32).detach();
+  const Tensor go = randn({2, H, L, 2}, kFloat64);
+  flex_attention(q32, k32, v32, RelativePositionBias{table, maxd}, bm).out.backward(go.to(kFloat32));
+  const Tensor got = table.grad().clone();
+  const Tensor ref_table = table.detach().requires_grad_();
+  const Tensor bias = index_select(ref_table, 1, idx).reshape({H, L, S});
+  dense_attention(in.q.detach(), in.k.detach(), in.v.detach(), dense_mask(SlidingWindowMask{6}, 2, H, L, S), bias, 0)
+      .out.backward(go);
+  expect_close(got, values(ref_table.grad()), 1e-4, 1e-5, "table gradient, float32 attention");
+  EXPECT_FALSE(k32.grad().defined());  // inputs that do not require grad get none
+}
+
 TEST(FlexAttention, BlockMaskListsMatchADenseEvaluation) {
   const int64_t L = 70, S = 45, bs = 16;
   const auto m = create_block_mask(SlidingWindowMask{20}, 2, 1, L, S, bs);
