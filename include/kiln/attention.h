@@ -63,12 +63,20 @@ struct PrefixLMMask {
 };
 // Packed documents: attend only within the same document (ids per position,
 // int64, shared by the batch or one row per batch element).
+// The data pointer is read once here: the mask runs for every element of
+// every partial block.
 struct DocumentMask {
+  explicit DocumentMask(Tensor ids)
+      : doc_ids(std::move(ids)), ids_(doc_ids.data_ptr<int64_t>()), row_(doc_ids.dim() == 2 ? doc_ids.size(1) : 0) {}
   Tensor doc_ids;  // (S) or (B, S), int64, contiguous
   bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
-    const int64_t* d = doc_ids.data_ptr<int64_t>() + (doc_ids.dim() == 2 ? b * doc_ids.size(1) : 0);
+    const int64_t* d = ids_ + b * row_;
     return d[q] == d[kv];
   }
+
+ private:
+  const int64_t* ids_;
+  int64_t row_;
 };
 template <class A, class B>
 struct AndMasks {

@@ -54,12 +54,15 @@ inline float KVToFloat(uint16_t bits) {
   return f;
 }
 
-// Issues prefetches (to L2) for row j of the next block, one per cache
-// line, so that memory streams in while this block computes.
-HWY_INLINE void PrefetchRow(const Prefetch& pf, int64_t j) {
+// Issues prefetches (to L2) for part `part` of `parts` of row j of the next
+// block, one per cache line, so that memory streams in while this block
+// computes. Spreading a row over the passes that visit it keeps the misses
+// in flight from piling up into a stall.
+HWY_INLINE void PrefetchRow(const Prefetch& pf, int64_t j, int64_t part = 0, int64_t parts = 1) {
   if (j >= pf.n) return;
+  const int64_t lines = (pf.row_bytes + 63) / 64;
   const char* row = static_cast<const char*>(pf.rows) + j * pf.row_bytes;
-  for (int64_t b = 0; b < pf.row_bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+  for (int64_t c = lines * part / parts; c < lines * (part + 1) / parts; ++c) __builtin_prefetch(row + 64 * c, 0, 2);
 }
 
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
@@ -188,26 +191,32 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
   for (; r + 4 <= rows; r += 4) {
     float* a = acc + r * Ev;
     const float* pr = p + r * n;
+    // Keys go in chunks so that the V rows of one chunk stay in L1 across
+    // the passes over Ev; the prefetch of the next block is spread the same way.
+    constexpr int64_t kKeyChunk = 32;
     int64_t e = 0;
-    for (; e + 2 * N <= Ev; e += 2 * N) {
-      auto c00 = hn::LoadU(d, a + e), c01 = hn::LoadU(d, a + e + N);
-      auto c10 = hn::LoadU(d, a + Ev + e), c11 = hn::LoadU(d, a + Ev + e + N);
-      auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
-      auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
-      for (int64_t j = 0; j < n; ++j) {
-        if (r == 0 && e == 0) PrefetchRow(pf, j);
-        const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
-        const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
-        const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
-        c00 = hn::MulAdd(p0, v0, c00), c01 = hn::MulAdd(p0, v1, c01);
-        c10 = hn::MulAdd(p1, v0, c10), c11 = hn::MulAdd(p1, v1, c11);
-        c20 = hn::MulAdd(p2, v0, c20), c21 = hn::MulAdd(p2, v1, c21);
-        c30 = hn::MulAdd(p3, v0, c30), c31 = hn::MulAdd(p3, v1, c31);
+    for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
+      const int64_t j1 = std::min(n, j0 + kKeyChunk);
+      for (e = 0; e + 2 * N <= Ev; e += 2 * N) {
+        auto c00 = hn::LoadU(d, a + e), c01 = hn::LoadU(d, a + e + N);
+        auto c10 = hn::LoadU(d, a + Ev + e), c11 = hn::LoadU(d, a + Ev + e + N);
+        auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
+        auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
+        for (int64_t j = j0; j < j1; ++j) {
+          if (r == 0) PrefetchRow(pf, j, e / (2 * N), Ev / (2 * N));
+          const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
+          const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
+          const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
+          c00 = hn::MulAdd(p0, v0, c00), c01 = hn::MulAdd(p0, v1, c01);
+          c10 = hn::MulAdd(p1, v0, c10), c11 = hn::MulAdd(p1, v1, c11);
+          c20 = hn::MulAdd(p2, v0, c20), c21 = hn::MulAdd(p2, v1, c21);
+          c30 = hn::MulAdd(p3, v0, c30), c31 = hn::MulAdd(p3, v1, c31);
+        }
+        hn::StoreU(c00, d, a + e), hn::StoreU(c01, d, a + e + N);
+        hn::StoreU(c10, d, a + Ev + e), hn::StoreU(c11, d, a + Ev + e + N);
+        hn::StoreU(c20, d, a + 2 * Ev + e), hn::StoreU(c21, d, a + 2 * Ev + e + N);
+        hn::StoreU(c30, d, a + 3 * Ev + e), hn::StoreU(c31, d, a + 3 * Ev + e + N);
       }
-      hn::StoreU(c00, d, a + e), hn::StoreU(c01, d, a + e + N);
-      hn::StoreU(c10, d, a + Ev + e), hn::StoreU(c11, d, a + Ev + e + N);
-      hn::StoreU(c20, d, a + 2 * Ev + e), hn::StoreU(c21, d, a + 2 * Ev + e + N);
-      hn::StoreU(c30, d, a + 3 * Ev + e), hn::StoreU(c31, d, a + 3 * Ev + e + N);
     }
     for (; e < Ev; ++e)
       for (int64_t u = 0; u < 4; ++u) {
