@@ -148,6 +148,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// The gradients of slice and select: zeros of input_sizes with grad where the view was.
+Tensor slice_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start, int64_t end,
+                      int64_t step);
+Tensor select_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t index);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,

@@ -23,14 +23,6 @@ Tensor keepdim_grad(const Tensor& g, const Shape& input, const Shape& dims) {
   return g.reshape(s);
 }
 
-// Zeros of the input's shape with `region` (a view of it chosen by `pick`) set to g.
-template <class Pick>
-Tensor embed(const Ctx& c, Pick pick) {
-  Tensor z = zeros(in_shape(c), g0(c).dtype());
-  pick(z).copy_(g0(c));
-  return z;
-}
-
 Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
 
 const struct Register {
@@ -174,12 +166,18 @@ const struct Register {
     register_backward("expand", [](const Ctx& c) -> Grads { return {sum_to(g0(c), in_shape(c))}; }, kSaveNone);
     register_backward("slice", [](const Ctx& c) -> Grads {
       const auto& a = c.attrs;
-      return {embed(c, [&](const Tensor& z) {
-        return z.slice(a.get_int("dim"), a.get_int("start"), a.get_int("end"), a.get_int("step"));
-      })};
+      return {slice_backward(g0(c), in_shape(c), a.get_int("dim"), a.get_int("start"), a.get_int("end"),
+                             a.get_int("step"))};
     }, kSaveNone);
     register_backward("select", [](const Ctx& c) -> Grads {
-      return {embed(c, [&](const Tensor& z) { return z.select(c.attrs.get_int("dim"), c.attrs.get_int("index")); })};
+      return {select_backward(g0(c), in_shape(c), c.attrs.get_int("dim"), c.attrs.get_int("index"))};
+    }, kSaveNone);
+    register_backward("slice_backward", [](const Ctx& c) -> Grads {
+      const auto& a = c.attrs;
+      return {g0(c).slice(a.get_int("dim"), a.get_int("start"), a.get_int("end"), a.get_int("step"))};
+    }, kSaveNone);
+    register_backward("select_backward", [](const Ctx& c) -> Grads {
+      return {g0(c).select(c.attrs.get_int("dim"), c.attrs.get_int("index"))};
     }, kSaveNone);
     register_backward("unfold", [](const Ctx& c) -> Grads {
       // Windows may overlap: add each window's gradient back into place.

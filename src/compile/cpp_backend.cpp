@@ -189,7 +189,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     for (int in : t.nodes[n].inputs) users_after[plan.rep[in]]++;
   std::vector<bool> live_rep(t.num_values(), false);
   for (int v = 0; v < t.num_values(); ++v)
-    if (t.live[v]) live_rep[plan.rep[v]] = true;
+    if (t.live[v] || (!plan.saved.empty() && plan.saved[v])) live_rep[plan.rep[v]] = true;  // saved: read by the backward
 
   // A group: loop nodes over one shape, plus the 0-dim nodes among them
   // (scalar conversions of C++ numbers), which run just before the loop.

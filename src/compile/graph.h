@@ -30,6 +30,8 @@ struct Trace {
 
 // A run of elementwise nodes compiled into one loop (cpp backend).
 struct FusedKernel;
+// The compiled backward of a graph whose inputs require grad (backward.cpp).
+struct BackwardGraph;
 
 // What compiling a graph structure gives; valid for every trace with the
 // same structure key (node and value numbering are identical).
@@ -40,7 +42,17 @@ struct Plan {
   // (and of the other nodes of its group, which are not in order).
   std::vector<std::shared_ptr<FusedKernel>> fused;
   std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
+  // With inputs that require grad: the backward graph, and the forward
+  // values it reads (fused loops must write them). Null backward: the graph
+  // is replayed op by op through autograd instead (backward_note says why).
+  std::shared_ptr<const BackwardGraph> backward;
+  std::vector<bool> saved;
+  std::string backward_note;
 };
+
+// Whether running the trace must record autograd history: some input
+// requires grad and some op was traced with grad enabled.
+bool records_grad(const Trace& t);
 
 // Appends attrs to a structure key, without the random ops' seed and
 // offset (values of one call, which each trace carries itself).
@@ -56,6 +68,21 @@ Plan optimize(const Trace& t);
 // (compiled, cached on disk, loaded). On failure it leaves the plan to the
 // interpreter and says why in *warning.
 void generate_cpp(const Trace& t, Plan& plan, std::string* warning);
+// Differentiates the plan's graph (before generate_cpp) by tracing the ops'
+// backward formulas, and compiles the result with `backend`. Sets
+// plan.backward and plan.saved, or plan.backward_note when some formula
+// cannot be traced. See Note [Compiled backward] in backward.cpp.
+void build_backward(const Trace& t, Plan& plan, const std::string& backend, std::string* warning);
+// The backward graph and its generated C++, for KILN_LOGS=output_code.
+std::string backward_string(const Plan& plan);
+// Makes `outputs` (the tensors handed to the forward's live values
+// plan.backward lists) differentiable through the compiled backward; vals
+// are the forward's values.
+void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const std::vector<Tensor>& outputs);
+// Runs the plan's nodes over vals, whose graph inputs are filled in; node
+// results are written into vals. record_grad: every node goes through the
+// dispatcher under the grad mode it was traced with, so autograd records it.
+void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool record_grad);
 // Runs the plan on the trace's inputs and makes every live pending tensor
 // hold its value.
 void execute(const Plan& plan, Trace& t);

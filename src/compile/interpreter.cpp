@@ -1,7 +1,8 @@
-// Runs a plan: each kept node through its kernel (or, when the graph's
-// inputs require grad, through the dispatcher so autograd records it), fused
-// loops through their generated code, then hands every live pending tensor
-// its value.
+// Runs a plan: each kept node through its kernel, fused loops through their
+// generated code, then hands every live pending tensor its value. With
+// inputs that require grad, the compiled backward is recorded as one
+// autograd node; without one, the nodes go through the dispatcher so that
+// autograd records each.
 #include <unordered_set>
 
 #include "graph.h"
@@ -25,25 +26,21 @@ void transplant(TensorImpl& dst, const Tensor& src) {
 
 }  // namespace
 
-void execute(const Plan& plan, Trace& t) {
-  std::vector<Tensor> vals(t.num_values());
-  bool grad = false;
-  for (int v = 0; v < t.num_values(); ++v)
-    if (t.value_ext[v] >= 0) {
-      vals[v] = t.externals[t.value_ext[v]];
-      grad = grad || vals[v].requires_grad();
-    }
-  // Autograd must record only when some op was traced with grad enabled.
-  bool any_grad_node = false;
-  for (const TracedNode& n : t.nodes) any_grad_node = any_grad_node || n.grad_enabled;
-  grad = grad && any_grad_node;
+bool records_grad(const Trace& t) {
+  bool input_grad = false, grad_node = false;
+  for (const Tensor& x : t.externals) input_grad = input_grad || x.requires_grad();
+  for (const TracedNode& n : t.nodes) grad_node = grad_node || n.grad_enabled;
+  return input_grad && grad_node;
+}
+
+void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool record_grad) {
   std::vector<Tensor> ins;
   auto run_node = [&](int n) {
     const TracedNode& node = t.nodes[n];
     ins.clear();
     for (int in : node.inputs) ins.push_back(vals[plan.rep[in]]);
     std::vector<Tensor> outs;
-    if (grad) {
+    if (record_grad) {
       // Under the grad mode the op was traced with; restored on exit.
       struct GradMode {
         bool prev = is_grad_enabled();
@@ -60,21 +57,32 @@ void execute(const Plan& plan, Trace& t) {
     const FusedKernel* k = plan.fused[i].get();
     if (!k) {
       run_node(plan.order[i]);
-    } else if (grad || !run_fused(*k, vals, t)) {
-      // Generated loops record no autograd history: with inputs that
-      // require grad the group runs op by op through the dispatcher.
+    } else if (record_grad || !run_fused(*k, vals, t)) {
+      // Generated loops record no autograd history: when autograd must
+      // record, the group runs op by op through the dispatcher.
       for (int n : fused_nodes(*k)) run_node(n);
     }
   }
+}
+
+void execute(const Plan& plan, Trace& t) {
+  std::vector<Tensor> vals(t.num_values());
+  for (int v = 0; v < t.num_values(); ++v)
+    if (t.value_ext[v] >= 0) vals[v] = t.externals[t.value_ext[v]];
+  const bool grad = records_grad(t);
+  run_plan(plan, t, vals, grad && !plan.backward);
   // Two live tensors merged by CSE must not share memory (eager gives each
   // its own): the second gets a copy.
-  std::unordered_set<const TensorImpl*> handed;
+  std::vector<Tensor> handed(t.num_values());
+  std::unordered_set<const TensorImpl*> seen;
   for (int v = 0; v < t.num_values(); ++v) {
     if (!t.live[v]) continue;
-    Tensor src = vals[plan.rep[v]];
-    if (!handed.insert(src.impl()).second) src = src.clone();
-    transplant(*t.values[v], src);
+    handed[v] = vals[plan.rep[v]];
+    if (!seen.insert(handed[v].impl()).second) handed[v] = handed[v].clone();
   }
+  if (grad && plan.backward) record_backward(plan, vals, handed);
+  for (int v = 0; v < t.num_values(); ++v)
+    if (t.live[v]) transplant(*t.values[v], handed[v]);
 }
 
 }  // namespace kiln::compiler::detail

@@ -221,10 +221,15 @@ class Tracer : public DispatchMode {
     }
     auto plan = std::make_shared<Plan>(optimize(trace_));
     std::string warning;
+    if (records_grad(trace_) && !site_.options.dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
     if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);
     if (!warning.empty()) std::cerr << "[kiln.compile] warning: " << warning << "\n";
-    if (logs().output_code)
+    if (logs().output_code) {
       std::cerr << "[kiln.compile] graph " << graph_index_ << ":\n" << graph_string(trace_) << plan->source;
+      if (plan->backward) std::cerr << "[kiln.compile] backward of graph " << graph_index_ << ":\n" << backward_string(*plan);
+      if (!plan->backward_note.empty())
+        std::cerr << "[kiln.compile] backward of graph " << graph_index_ << " replayed op by op: " << plan->backward_note << "\n";
+    }
     std::lock_guard<std::mutex> lock(site_.mu);
     if (site_.keys_per_graph[graph_index_]++ > 0) {
       site_.recompiles++;

@@ -223,7 +223,53 @@ const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, in
 const OpDef& kAsStrided = register_op(view_def("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)", as_strided_shape));
 const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
 
+// Note [View backward ops]
+// slice_backward / select_backward (as in PyTorch) are the gradients of
+// slice and select: zeros of the input's shape with the gradient written
+// through the same view. As compute ops they keep backward graphs free of
+// in-place copies, so kiln::compile can trace them. The kernel composes a
+// fill and a strided copy (ops called by a kernel are hidden from modes).
+std::vector<TensorMeta> view_backward_shape(const char* name, const OpDef& view, std::span<const Tensor> in,
+                                            const Attrs& a) {
+  const Shape& input_sizes = a.get_shape("input_sizes");
+  auto impl = std::make_shared<TensorImpl>();  // metadata only, for the view's shape function
+  impl->sizes = input_sizes;
+  impl->strides = contiguous_strides(input_sizes);
+  impl->dtype = in[0].dtype();
+  const Tensor probe[] = {Tensor(std::move(impl))};
+  const TensorMeta region = view.shape(std::span<const Tensor>(probe, 1), a)[0];
+  check(in[0].sizes() == region.sizes, name, "grad of shape ", shape_str(in[0].sizes()), " does not match the ",
+        view.name, " of ", shape_str(input_sizes), ", which has shape ", shape_str(region.sizes));
+  return {{input_sizes, in[0].dtype()}};
+}
+template <const OpDef& (*View)()>
+void view_backward_kernel(const OpCall& c) {
+  const Tensor& out = c.outputs[0];
+  out.zero_();
+  const TensorMeta region = View().shape(std::span<const Tensor>(&out, 1), c.attrs)[0];
+  out.as_strided(region.sizes, region.strides, region.storage_offset).copy_(c.inputs[0]);
+}
+const OpDef& slice_op() { return kSlice; }
+const OpDef& select_op() { return kSelect; }
+const OpDef& kSliceBackward = register_op(OpDef{
+    "slice_backward", "slice_backward(Tensor grad, int[] input_sizes, int dim, int start, int end, int step) -> Tensor",
+    OpKind::Compute, [](std::span<const Tensor> in, const Attrs& a) { return view_backward_shape("slice_backward", kSlice, in, a); },
+    {view_backward_kernel<slice_op>}});
+const OpDef& kSelectBackward = register_op(OpDef{
+    "select_backward", "select_backward(Tensor grad, int[] input_sizes, int dim, int index) -> Tensor",
+    OpKind::Compute, [](std::span<const Tensor> in, const Attrs& a) { return view_backward_shape("select_backward", kSelect, in, a); },
+    {view_backward_kernel<select_op>}});
+
 }  // namespace
+
+Tensor slice_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start, int64_t end,
+                      int64_t step) {
+  return ops::call(kSliceBackward, {grad},
+                   {{"input_sizes", input_sizes}, {"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+}
+Tensor select_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t index) {
+  return ops::call(kSelectBackward, {grad}, {{"input_sizes", input_sizes}, {"dim", dim}, {"index", index}});
+}
 
 Tensor Tensor::view(Shape shape) const { return ops::call(kView, {*this}, {{"size", std::move(shape)}}); }
 

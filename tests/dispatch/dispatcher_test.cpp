@@ -33,7 +33,8 @@ void run_every_op() {
   sum(x), prod(x), amax(x), amin(x), all(x), any(x), max(x, 1), cumsum(x, 0);
   mm(x, y.t()), softmax(x, 1), layer_norm(x, {6}), embedding(x, idx), one_hot(idx, 4);
   cat({x, y}), gather(x, 1, i), scatter(x, 1, i, y), index_select(x, 0, idx), tril(x), sort(x), multinomial(y, 2);
-  x.view({24}).permute({0}), x.expand({2, 4, 6}), x.slice(0, 1), x.select(0, 1), x.unsqueeze(0).squeeze(),
+  x.view({24}).permute({0}), x.expand({2, 4, 6}), x.slice(0, 1), x.select(0, 1), slice_backward(x.slice(0, 1, 3), x.sizes(), 0, 1, 3, 1),
+      select_backward(x.select(1, 2), x.sizes(), 1, 2), x.unsqueeze(0).squeeze(),
       x.unfold(1, 2, 2), x.as_strided({2}, {1}), x.detach(), linspace(0, 1, 3), eye(3), x.clone();
   x.unsqueeze(0).squeeze(0), arange(3);
 }

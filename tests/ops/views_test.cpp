@@ -72,6 +72,30 @@ TEST(Views, UnfoldAndAsStrided) {
   expect_error([&] { a.as_strided({4}, {3}); }, {"[as_strided]", "needs 10 elements", "has 7"});
 }
 
+TEST(Views, SliceAndSelectBackwardPlaceGradIntoZeros) {
+  manual_seed(25);
+  // A non-contiguous float64 gradient of the slice a[:, 1:6:2, :] of a (3, 7, 2) input.
+  const Tensor g = randn({2, 3, 3}, kFloat64).permute({1, 2, 0});
+  const Tensor r = slice_backward(g, {3, 7, 2}, 1, 1, 6, 2);
+  ASSERT_EQ(r.sizes(), Shape({3, 7, 2}));
+  std::vector<double> want(42, 0.0);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 2; ++k) want[(i * 7 + 1 + 2 * j) * 2 + k] = g.select(0, i).select(0, j).select(0, k).item<double>();
+  expect_close(r, want, 0, 0, "slice_backward");
+  const Tensor gs = randn({3, 2}, kFloat32);
+  const Tensor s = select_backward(gs, {3, 4, 2}, 1, -1);
+  std::vector<double> want_s(24, 0.0);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t k = 0; k < 2; ++k) want_s[(i * 4 + 3) * 2 + k] = gs.select(0, i).select(0, k).item<float>();
+  expect_close(s, want_s, 0, 0, "select_backward");
+  EXPECT_EQ(slice_backward(zeros({0, 2}), {4, 2}, 0, 5, 9, 1).sizes(), Shape({4, 2}));  // an empty slice
+  expect_error([] { slice_backward(ones({2, 2}), {4, 2}, 0, 0, 3, 1); },
+               {"[slice_backward]", "[2, 2]", "slice of [4, 2]", "[3, 2]"});
+  expect_error([] { select_backward(ones({2}), {4, 3}, 0, 1); }, {"[select_backward]", "[2]", "[3]"});
+  expect_error([] { select_backward(ones({3}), {4, 3}, 0, 4); }, {"[select]", "out of range"});
+}
+
 TEST(Views, DetachSharesStorage) {
   Tensor a = ones({3});
   Tensor d = a.detach();
