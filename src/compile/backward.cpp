@@ -238,6 +238,10 @@ void build_backward(const Trace& t, Plan& plan, const std::string& backend, std:
       plan.saved[g->bind[s]] = true;
     }
   if (backend == "cpp") generate_cpp(bt, g->plan, warning);
+  std::vector<bool> results(bt.num_values(), false);
+  for (int r : g->results)
+    if (r >= 0) results[g->plan.rep[r]] = true;
+  schedule_frees(bt, g->plan, results);
   // The placeholders' memory is not needed any more: the plan keeps only
   // sizes. Bound inputs are rebound on every call.
   for (auto& v : bt.values)

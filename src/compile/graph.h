@@ -42,6 +42,9 @@ struct Plan {
   // (and of the other nodes of its group, which are not in order).
   std::vector<std::shared_ptr<FusedKernel>> fused;
   std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
+  // Per entry of order: values nothing after it reads, dropped once it ran
+  // so that the allocator reuses their memory (see schedule_frees).
+  std::vector<std::vector<int>> frees;
   // With inputs that require grad: the backward graph, and the forward
   // values it reads (fused loops must write them). Null backward: the graph
   // is replayed op by op through autograd instead (backward_note says why).
@@ -64,6 +67,9 @@ std::string graph_string(const Trace& t);
 // Passes: common-subexpression elimination, then dead-code elimination
 // (nodes whose results nobody needs).
 Plan optimize(const Trace& t);
+// Buffer reuse: fills plan.frees, after the backend fixed plan.order.
+// Values in `keep` (read after the plan ran) are never freed.
+void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep);
 // The cpp backend: fuses elementwise chains in `plan` into generated C++
 // (compiled, cached on disk, loaded). On failure it leaves the plan to the
 // interpreter and says why in *warning.

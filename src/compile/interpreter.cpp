@@ -62,6 +62,8 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
       // record, the group runs op by op through the dispatcher.
       for (int n : fused_nodes(*k)) run_node(n);
     }
+    if (i < plan.frees.size())
+      for (int v : plan.frees[i]) vals[v] = Tensor();
   }
 }
 

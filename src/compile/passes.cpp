@@ -85,4 +85,20 @@ Plan optimize(const Trace& t) {
   return plan;
 }
 
+void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep) {
+  std::vector<int> last_use(t.num_values(), -1);
+  auto reads = [&](size_t i, auto&& fn) {
+    if (plan.fused[i]) {
+      for (int n : fused_nodes(*plan.fused[i]))
+        for (int in : t.nodes[n].inputs) fn(plan.rep[in]);
+    } else {
+      for (int in : t.nodes[plan.order[i]].inputs) fn(plan.rep[in]);
+    }
+  };
+  for (size_t i = 0; i < plan.order.size(); ++i) reads(i, [&](int v) { last_use[v] = static_cast<int>(i); });
+  plan.frees.assign(plan.order.size(), {});
+  for (int v = 0; v < t.num_values(); ++v)
+    if (last_use[v] >= 0 && !keep[v] && t.value_ext[v] < 0) plan.frees[last_use[v]].push_back(v);  // inputs stay
+}
+
 }  // namespace kiln::compiler::detail

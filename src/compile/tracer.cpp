@@ -223,6 +223,10 @@ class Tracer : public DispatchMode {
     std::string warning;
     if (records_grad(trace_) && !site_.options.dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
     if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);
+    std::vector<bool> keep = trace_.live;  // handed to the program, or read by the backward
+    for (size_t v = 0; v < plan->saved.size(); ++v) keep[v] = keep[v] || plan->saved[v];
+    for (int v = 0; v < trace_.num_values(); ++v) keep[plan->rep[v]] = keep[plan->rep[v]] || trace_.live[v];
+    schedule_frees(trace_, *plan, keep);
     if (!warning.empty()) std::cerr << "[kiln.compile] warning: " << warning << "\n";
     if (logs().output_code) {
       std::cerr << "[kiln.compile] graph " << graph_index_ << ":\n" << graph_string(trace_) << plan->source;

@@ -135,6 +135,71 @@ TEST_F(Compile, GptBlockForwardAndBackward) {
   expect_same(autograd::grad({yc}, {x}, {g})[0], autograd::grad({ye}, {x}, {g})[0], "block dx");
 }
 
+TEST_F(Compile, BackwardIsCompiledIntoOneNodePerGraph) {
+  manual_seed(66);
+  // Two results (one a view, one merged by CSE with an intermediate), an
+  // input without grad, a no_grad region and a slice: gradients of every
+  // input equal eager's, through one compiled_graph node.
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& c) {
+    const Tensor h = gelu(x * w + c, "tanh");
+    Tensor scale;
+    {
+      NoGradGuard no_grad;
+      scale = sigmoid(w) * 2.0;
+    }
+    const Tensor y = h * scale + exp(x.slice(1, 0, 5) .sum({1}, true)) * w;
+    return std::vector<Tensor>{y, (x * w + c).select(0, 1), y.t()};
+  };
+  for (const char* b : {"cpp", "interpreter"}) {
+    auto f = compile(fn, backend(b));
+    for (int call = 0; call < 2; ++call) {
+      const Tensor x = randn({6, 33}, kFloat32).requires_grad_(), w = randn({6, 33}).requires_grad_();
+      const Tensor c = randn({33});
+      const std::vector<Tensor> rc = f(x, w, c), re = fn(x, w, c);
+      const std::string what = std::string(b) + " call " + std::to_string(call);
+      EXPECT_EQ(rc[0].grad_fn_name(), "compiled_graph_backward") << what;
+      const std::vector<Tensor> g = {randn({6, 33}), randn({33}), randn({33, 6})};
+      const auto gc = autograd::grad(rc, {x, w}, g), ge = autograd::grad(re, {x, w}, g);
+      for (size_t i = 0; i < rc.size(); ++i) expect_same(rc[i], re[i], what + " result " + std::to_string(i));
+      expect_same(gc[0], ge[0], what + " dx", 1e-4);
+      expect_same(gc[1], ge[1], what + " dw", 1e-4);
+    }
+    EXPECT_EQ(f.cache_entries(), 1) << b;
+  }
+}
+
+TEST_F(Compile, CompiledBackwardChecksSavedValuesAndRetainGraph) {
+  manual_seed(67);
+  auto f = compile([](const Tensor& x, const Tensor& w) { return (tanh(x * w) * w).sum(); });
+  const Tensor x = randn({4, 5}), w = randn({4, 5}).requires_grad_();
+  Tensor loss = f(x, w);
+  loss.backward({}, /*retain_graph=*/true);
+  const Tensor first = w.grad().clone();
+  loss.backward();
+  expect_same(w.grad(), first * 2.0, "second backward accumulates");
+  expect_error([&] { loss.backward(); }, {"backward", "second time"});
+  loss = f(x, w);
+  {
+    NoGradGuard no_grad;
+    w.add_(1.0);  // w is saved by the graph's backward
+  }
+  expect_error([&] { loss.backward(); }, {"modified by an inplace operation", "compiled_graph"});
+}
+
+TEST_F(Compile, BackwardWithDynamicDimsIsReplayedOpByOp) {
+  manual_seed(68);
+  auto fn = [](const Tensor& x) { return (x * x).sum({1}); };
+  CompileOptions o;
+  o.dynamic = true;
+  auto f = compile(fn, o);
+  for (int64_t n : {3, 5}) {
+    const Tensor x = randn({n, 4}).requires_grad_();
+    const Tensor y = f(x);
+    EXPECT_EQ(y.grad_fn_name(), "sum_backward");
+    expect_same(autograd::grad({y}, {x}, {ones({n})})[0], x * 2.0, "dx");
+  }
+}
+
 TEST_F(Compile, ControlFlowOnCppStateStaysCorrect) {
   manual_seed(63);
   bool scale = true;
