@@ -54,16 +54,15 @@ inline float KVToFloat(uint16_t bits) {
   return f;
 }
 
-// Issues prefetches (to L2) for part `part` of `parts` of row j of the next
-// block, one per cache line, so that memory streams in while this block
-// computes. Spreading a row over the passes that visit it keeps the misses
-// in flight from piling up into a stall.
-HWY_INLINE void PrefetchRow(const Prefetch& pf, int64_t j, int64_t part = 0, int64_t parts = 1) {
+// Issues prefetches (to L2) for cache lines [lo, hi) of row j of the next
+// block, so that memory streams in while this block computes.
+HWY_INLINE int64_t RowLines(const Prefetch& pf) { return (pf.row_bytes + 63) / 64; }
+HWY_INLINE void PrefetchLines(const Prefetch& pf, int64_t j, int64_t lo, int64_t hi) {
   if (j >= pf.n) return;
-  const int64_t lines = (pf.row_bytes + 63) / 64;
   const char* row = static_cast<const char*>(pf.rows) + j * pf.row_bytes;
-  for (int64_t c = lines * part / parts; c < lines * (part + 1) / parts; ++c) __builtin_prefetch(row + 64 * c, 0, 2);
+  for (int64_t c = lo; c < hi; ++c) __builtin_prefetch(row + 64 * c, 0, 2);
 }
+HWY_INLINE void PrefetchRow(const Prefetch& pf, int64_t j) { PrefetchLines(pf, j, 0, RowLines(pf)); }
 
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 // Lane i of the result = sum of the lanes of v[i], for N = Lanes(d) vectors.
@@ -192,18 +191,22 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
     float* a = acc + r * Ev;
     const float* pr = p + r * n;
     // Keys go in chunks so that the V rows of one chunk stay in L1 across
-    // the passes over Ev; the prefetch of the next block is spread the same way.
+    // the passes over Ev.
     constexpr int64_t kKeyChunk = 32;
     int64_t e = 0;
+    const int64_t passes = Ev / (2 * N), lines = RowLines(pf);
     for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
       const int64_t j1 = std::min(n, j0 + kKeyChunk);
       for (e = 0; e + 2 * N <= Ev; e += 2 * N) {
+        // This pass's share of each next-block row: spreading the misses
+        // over the passes keeps them from piling up into a stall.
+        const int64_t pass = e / (2 * N), line0 = lines * pass / passes, line1 = lines * (pass + 1) / passes;
         auto c00 = hn::LoadU(d, a + e), c01 = hn::LoadU(d, a + e + N);
         auto c10 = hn::LoadU(d, a + Ev + e), c11 = hn::LoadU(d, a + Ev + e + N);
         auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
         auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
         for (int64_t j = j0; j < j1; ++j) {
-          if (r == 0) PrefetchRow(pf, j, e / (2 * N), Ev / (2 * N));
+          if (r == 0) PrefetchLines(pf, j, line0, line1);
           const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
           const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
           const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);

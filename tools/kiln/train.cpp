@@ -20,6 +20,7 @@ struct TrainArgs {
   uint64_t seed = 0;
   int threads = 0;
   bool resume = false;
+  bool compile = false;  // the loss (forward and, through it, backward) under kiln::compile
 };
 
 double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a) {
@@ -73,13 +74,19 @@ void run(const TrainArgs& a) {
             << " heads, width " << cfg.n_embd << ", context " << cfg.block_size << "), " << get_num_threads()
             << " threads\n";
 
+  auto loss_of = [&](const Tensor& x, const Tensor& y) {
+    return nn::cross_entropy(model->forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
+  };
+  // Compiled, the forward runs its fused loops and its backward is compiled
+  // too (Note [Compiled backward]); clipping and AdamW stay eager.
+  auto compiled_loss = compile(loss_of);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = st.step;
   double loss_ema = 0;
   for (; st.step < a.steps; ++st.step) {
     opt->lr = optim::warmup_cosine_lr(st.step, a.warmup, a.steps, a.lr, a.min_lr);
     auto [x, y] = data.batch(false, a.batch, a.context);
-    Tensor loss = nn::cross_entropy(model->forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
+    Tensor loss = a.compile ? compiled_loss(x, y) : loss_of(x, y);
     opt->zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model->parameters(), a.clip);
@@ -126,6 +133,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--time-limit", a->time_limit, "stop (and save) after this many seconds; 0 = no limit");
   cmd->add_option("--threads", a->threads, "threads (default: all cores)");
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out");
+  cmd->add_flag("--compile", a->compile, "run the loss and its backward through kiln::compile");
   cmd->callback([a] { run(*a); });
 }
 
