@@ -90,6 +90,8 @@ class CallSite;
 std::shared_ptr<CallSite> make_call_site(const CompileOptions& options);
 int recompiles(const CallSite& site);
 int cache_entries(const CallSite& site);
+// Values constant folding computed ahead, over the cached graphs.
+int folded_constants(const CallSite& site);
 ExplainOutput explain_output(const CallSite& site);
 // How many times this process ran the system C++ compiler (cpp backend).
 int64_t compiler_runs();
@@ -137,6 +139,7 @@ class Compiled {
   // inputs' dtypes/shapes/strides (or the traced structure) changed.
   int recompiles() const { return compiler::detail::recompiles(*site_); }
   int cache_entries() const { return compiler::detail::cache_entries(*site_); }
+  int folded_constants() const { return compiler::detail::folded_constants(*site_); }
 
  private:
   F fn_;

@@ -225,6 +225,9 @@ void build_backward(const Trace& t, Plan& plan, const std::string& backend, std:
   for (int r : g->results)
     if (r >= 0) bt.live[r] = true;
   g->plan = optimize(bt);
+  std::vector<bool> constant_inputs(bt.num_values(), false);  // the numbers formulas made
+  for (size_t s = 0; s < g->bind.size(); ++s) constant_inputs[g->slot_value[s]] = g->bind[s] == BackwardGraph::kConstant;
+  fold_constants(bt, g->plan, constant_inputs);
   // Only the inputs the kept nodes or the results read are bound.
   std::vector<bool> used(bt.num_values(), false);
   for (int n : g->plan.order)

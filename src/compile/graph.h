@@ -42,6 +42,9 @@ struct Plan {
   // (and of the other nodes of its group, which are not in order).
   std::vector<std::shared_ptr<FusedKernel>> fused;
   std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
+  // Values computed once when the plan was made (constant folding), bound
+  // before the nodes run; never handed to the program without a copy.
+  std::vector<std::pair<int, Tensor>> constants;
   // Per entry of order: values nothing after it reads, dropped once it ran
   // so that the allocator reuses their memory (see schedule_frees).
   std::vector<std::vector<int>> frees;
@@ -67,6 +70,11 @@ std::string graph_string(const Trace& t);
 // Passes: common-subexpression elimination, then dead-code elimination
 // (nodes whose results nobody needs).
 Plan optimize(const Trace& t);
+// Constant folding: nodes whose inputs are all constants (no inputs at all,
+// like zeros or arange, or inputs marked in constant_inputs, or folded
+// results) are run now and leave plan.order; random ops are never folded.
+void fold_constants(const Trace& t, Plan& plan, const std::vector<bool>& constant_inputs);
+bool is_constant(const Plan& plan, int v);
 // Buffer reuse: fills plan.frees, after the backend fixed plan.order.
 // Values in `keep` (read after the plan ran) are never freed.
 void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep);

@@ -34,6 +34,7 @@ bool records_grad(const Trace& t) {
 }
 
 void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool record_grad) {
+  for (const auto& [v, c] : plan.constants) vals[v] = c;
   std::vector<Tensor> ins;
   auto run_node = [&](int n) {
     const TracedNode& node = t.nodes[n];
@@ -80,7 +81,8 @@ void execute(const Plan& plan, Trace& t) {
   for (int v = 0; v < t.num_values(); ++v) {
     if (!t.live[v]) continue;
     handed[v] = vals[plan.rep[v]];
-    if (!seen.insert(handed[v].impl()).second) handed[v] = handed[v].clone();
+    // A folded constant belongs to the cached plan: the program gets a copy.
+    if (!seen.insert(handed[v].impl()).second || is_constant(plan, plan.rep[v])) handed[v] = handed[v].clone();
   }
   if (grad && plan.backward) record_backward(plan, vals, handed);
   for (int v = 0; v < t.num_values(); ++v)

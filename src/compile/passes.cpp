@@ -85,6 +85,41 @@ Plan optimize(const Trace& t) {
   return plan;
 }
 
+void fold_constants(const Trace& t, Plan& plan, const std::vector<bool>& constant_inputs) {
+  std::vector<Tensor> value(t.num_values());
+  std::vector<int> order;
+  for (int n : plan.order) {
+    const TracedNode& node = t.nodes[n];
+    bool constant = !node.attrs.has("seed");
+    for (int in : node.inputs) {
+      const int v = plan.rep[in];
+      constant = constant && (value[v].defined() || (t.value_ext[v] >= 0 && constant_inputs[v]));
+    }
+    if (!constant) {
+      order.push_back(n);
+      continue;
+    }
+    std::vector<Tensor> ins;
+    for (int in : node.inputs) {
+      const int v = plan.rep[in];
+      ins.push_back(value[v].defined() ? value[v] : t.externals[t.value_ext[v]]);
+    }
+    const std::vector<Tensor> outs = run_kernel(*node.op, ins, node.attrs);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      value[node.outputs[o]] = outs[o];
+      plan.constants.emplace_back(node.outputs[o], outs[o]);
+    }
+  }
+  plan.order = std::move(order);
+  plan.fused.assign(plan.order.size(), nullptr);
+}
+
+bool is_constant(const Plan& plan, int v) {
+  for (const auto& [c, x] : plan.constants)
+    if (c == v) return true;
+  return false;
+}
+
 void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep) {
   std::vector<int> last_use(t.num_values(), -1);
   auto reads = [&](size_t i, auto&& fn) {

@@ -75,6 +75,11 @@ std::shared_ptr<CallSite> make_call_site(const CompileOptions& options) {
 int recompiles(const CallSite& site) { return site.recompiles; }
 int cache_entries(const CallSite& site) { return static_cast<int>(site.cache.size()); }
 ExplainOutput explain_output(const CallSite& site) { return site.explain; }
+int folded_constants(const CallSite& site) {
+  int n = 0;
+  for (const auto& [key, plan] : site.cache) n += static_cast<int>(plan->constants.size());
+  return n;
+}
 
 class Tracer : public DispatchMode {
  public:
@@ -220,6 +225,7 @@ class Tracer : public DispatchMode {
       if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
     }
     auto plan = std::make_shared<Plan>(optimize(trace_));
+    fold_constants(trace_, *plan, std::vector<bool>(trace_.num_values(), false));
     std::string warning;
     if (records_grad(trace_) && !site_.options.dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
     if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);

@@ -200,6 +200,32 @@ TEST_F(Compile, BackwardWithDynamicDimsIsReplayedOpByOp) {
   }
 }
 
+TEST_F(Compile, ConstantsAreFoldedOnceAndHandedOutAsCopies) {
+  manual_seed(69);
+  // arange, ones and what is computed from them alone are constants of the
+  // graph; a C++ number is an input read per call (so "* 0.5" is not), and
+  // rand is never folded. The program may write into a returned constant
+  // without changing the next call's.
+  auto fn = [](const Tensor& x) {
+    const Tensor pos = arange(7, kFloat32) + ones({7});
+    return std::vector<Tensor>{x * (pos * 0.5) + rand({7}), pos};
+  };
+  for (const char* b : {"cpp", "interpreter"}) {
+    auto f = compile(fn, backend(b));
+    const Tensor x = randn({3, 7});
+    for (int call = 0; call < 2; ++call) {
+      manual_seed(70);
+      const std::vector<Tensor> rc = f(x);
+      manual_seed(70);
+      const std::vector<Tensor> re = fn(x);
+      expect_same(rc[0], re[0], std::string(b) + " result");
+      expect_same(rc[1], re[1], std::string(b) + " constant");
+      rc[1].fill_(-1.0);
+    }
+    EXPECT_EQ(f.folded_constants(), 3) << b;  // arange, ones, add
+  }
+}
+
 TEST_F(Compile, ControlFlowOnCppStateStaysCorrect) {
   manual_seed(63);
   bool scale = true;
