@@ -28,8 +28,11 @@ inline void parallel_copy(const float* src, float* dst, int64_t n) {
   });
 }
 
-// c = a @ b for square float32 matrices, straight into OpenBLAS.
+// c = a @ b for square float32 matrices, straight into OpenBLAS with its own
+// threads (one per kiln thread); kiln keeps OpenBLAS single-threaded and
+// splits GEMMs itself, so the count is set back after the call.
 inline void sgemm_direct(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const OpenBlasThreads threads(get_num_threads());
   const int n = static_cast<int>(a.size(0));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(),
               n, 0.0f, c.data_ptr<float>(), n);

@@ -1,6 +1,8 @@
 // Shared pieces of the benchmark programs: timing, the JSON-lines report
 // format, and the machine baselines (memory copy bandwidth, direct sgemm).
 #pragma once
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +11,16 @@
 #include <utility>
 
 namespace kiln::bench {
+
+// OpenBLAS with its own threads while alive. kiln keeps OpenBLAS
+// single-threaded (Note [One thread pool]); baselines and peers that call
+// it (direct sgemm, libtorch's GEMMs) get the thread count they would have.
+struct OpenBlasThreads {
+  explicit OpenBlasThreads(int threads) { openblas_set_num_threads(threads); }
+  ~OpenBlasThreads() { openblas_set_num_threads(1); }
+  OpenBlasThreads(const OpenBlasThreads&) = delete;
+  OpenBlasThreads& operator=(const OpenBlasThreads&) = delete;
+};
 
 // Best-of-n wall time of fn in seconds, after one warm-up call.
 inline double time_best(const std::function<void()>& fn, int n = 5) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "bench_util.h"
 #include "peers/peer.h"
 
 namespace kiln::bench::peer {
@@ -42,6 +43,7 @@ TORCH_MODULE(Block);
 std::optional<double> gpt_train_tokens_per_second(long layers, long heads, long width, long context, long vocab,
                                                   long batch, int steps, int threads) {
   torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);  // libtorch's GEMMs go through the same OpenBLAS
   torch::manual_seed(0);
   auto wte = torch::nn::Embedding(vocab, width);
   auto wpe = torch::nn::Embedding(context, width);

@@ -8,6 +8,7 @@ namespace kiln::bench::peer {
 
 std::optional<double> layer_norm_seconds(long rows, long cols, int threads) {
   torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);  // libtorch's GEMMs go through the same OpenBLAS
   torch::NoGradGuard no_grad;
   auto x = torch::randn({rows, cols});
   auto w = torch::randn({cols}), b = torch::randn({cols});
@@ -17,6 +18,7 @@ std::optional<double> layer_norm_seconds(long rows, long cols, int threads) {
 
 std::optional<double> softmax_seconds(long rows, long cols, int threads) {
   torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);  // libtorch's GEMMs go through the same OpenBLAS
   torch::NoGradGuard no_grad;
   auto x = torch::randn({rows, cols});
   torch::Tensor y;
@@ -25,6 +27,7 @@ std::optional<double> softmax_seconds(long rows, long cols, int threads) {
 
 std::optional<double> dense_causal_attention_seconds(long heads, long len, long dim, int threads) {
   torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);  // libtorch's GEMMs go through the same OpenBLAS
   torch::NoGradGuard no_grad;
   auto q = torch::randn({1, heads, len, dim}), k = torch::randn({1, heads, len, dim}), v = torch::randn({1, heads, len, dim});
   const auto mask = torch::ones({len, len}, torch::kBool).triu(1);

@@ -9,8 +9,9 @@
 
 namespace kiln {
 
-// ---- threads: one intra-op pool; the same count is given to OpenBLAS so the
-// two never oversubscribe the cores.
+// ---- threads: one intra-op pool. OpenBLAS runs single-threaded and GEMMs
+// are split over this pool, so no second set of threads competes for the
+// cores (Note [One thread pool] in src/kernels/cpu/matmul_kernel.cpp).
 void set_num_threads(int n);
 int get_num_threads();
 // Runs fn(begin, end) over [begin, end) in chunks of at least `grain`

@@ -113,7 +113,7 @@ ThreadPool& pool() {
   auto& p = pool_slot();
   if (!p) {
     p = std::make_unique<ThreadPool>(default_threads());
-    openblas_set_num_threads(p->threads());
+    openblas_set_num_threads(1);  // Note [One thread pool] in matmul_kernel.cpp
   }
   return *p;
 }
@@ -124,7 +124,6 @@ void set_num_threads(int n) {
   check(n >= 1, "set_num_threads", "expected a thread count >= 1 but got ", n);
   std::lock_guard<std::mutex> lock(pool_mu);
   pool_slot() = std::make_unique<ThreadPool>(n);
-  openblas_set_num_threads(n);
 }
 
 int get_num_threads() { return pool().threads(); }

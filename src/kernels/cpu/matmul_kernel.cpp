@@ -4,6 +4,7 @@
 // float16/bfloat16 are multiplied in float32; integers use a plain loop.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -56,6 +57,30 @@ void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t 
   }
 }
 
+// Note [One thread pool]
+// OpenBLAS runs single-threaded (src/core/parallel.cpp) and a GEMM is split
+// here over kiln's own pool: C in one block of rows (or of columns, when N
+// is the larger side) per thread. With OpenBLAS's threads, which spin in
+// sched_yield for a while after each call, every elementwise op after a
+// GEMM shared the cores with them (a sixth of a training step's samples).
+// Small products run on the calling thread.
+template <typename T>
+void parallel_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b,
+                   T* c, int64_t ldc) {
+  const int64_t parts = get_num_threads();
+  if (parts == 1 || M * N * K < (int64_t{1} << 18)) return gemm(va, vb, M, N, K, a, b, c, ldc);
+  const bool by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N;
+  const int64_t chunk = ((extent + parts - 1) / parts + 15) / 16 * 16;  // whole register tiles
+  parallel_for(0, (extent + chunk - 1) / chunk, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t i0 = p * chunk, n = std::min(extent, i0 + chunk) - i0;
+      if (by_rows) gemm(va, vb, n, N, K, a + i0 * (va.trans == CblasNoTrans ? va.ld : 1), b, c + i0 * ldc, ldc);
+      else gemm(va, vb, M, n, K, a, b + i0 * (vb.trans == CblasNoTrans ? 1 : vb.ld), c + i0, ldc);
+    }
+  });
+}
+
 // Contiguous copy of one matrix (rows x cols) read with element strides.
 template <typename T>
 std::vector<T> pack(const T* p, int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
@@ -89,17 +114,18 @@ void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
     a_folds = a_folds && (a.size(d) == 1 || a.stride(d) == expect);
     expect *= a.size(d);
   }
-  BlasView va, vb;
-  if (b_shared && a_folds && batch > 1 && sam >= K && blas_view(K, N, sbk, sbn, vb)) {
-    va = {CblasNoTrans, sam};
-    gemm<T>(va, vb, batch * M, N, K, pa, pb, c, N);
+  if (BlasView vb; b_shared && a_folds && batch > 1 && sam >= K && blas_view(K, N, sbk, sbn, vb)) {
+    parallel_gemm<T>(BlasView{CblasNoTrans, sam}, vb, batch * M, N, K, pa, pb, c, N);
     return;
   }
-  for (int64_t bi = 0; bi < batch; ++bi) {
+  // Many products: one per thread at a time; few: each split over the pool.
+  const bool per_product = batch >= get_num_threads();
+  auto product = [&](int64_t bi) {
     const auto [oa, ob] = batch_offsets(out, a, b, bi);
     const T* ma = pa + oa;
     const T* mb = pb + ob;
     std::vector<T> ca, cb;
+    BlasView va, vb;  // per product: products run in parallel
     if (!blas_view(M, K, sam, sak, va)) {
       ca = pack(ma, M, K, sam, sak);
       ma = ca.data();
@@ -110,8 +136,16 @@ void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
       mb = cb.data();
       vb = {CblasNoTrans, N};
     }
-    gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N);
+    if (per_product) gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N);
+    else parallel_gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N);
+  };
+  if (!per_product) {
+    for (int64_t bi = 0; bi < batch; ++bi) product(bi);
+    return;
   }
+  parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t bi = lo; bi < hi; ++bi) product(bi);
+  });
 }
 
 template <typename T>
