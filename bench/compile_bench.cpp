@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
     rep.report("compile", "norm_gelu_block", "ms", tc * 1e3, "eager", te * 1e3, false);
   }
   {
-    // The GPT training step of `kiln train` (forward and loss compiled;
-    // backward and AdamW eager), batch 16.
+    // The GPT training step of `kiln train --compile` (forward, loss and,
+    // through the compiled_graph nodes, backward compiled; clipping and
+    // AdamW eager), batch 16.
     nn::GPTConfig cfg;
     nn::GPT model(cfg);
     optim::AdamWOptions o;
