@@ -50,15 +50,12 @@ struct NotTraceable {
 class Recorder final : public DispatchMode {
  public:
   explicit Recorder(BackwardGraph& g) : g_(g) {
-    prev_hook_ = kiln::detail::concrete_value_hook;
-    kiln::detail::concrete_value_hook = &Recorder::hook;
     active = this;
-    guard_ = std::make_unique<ModeGuard>(this);
+    intercept_ = std::make_unique<InterceptScope>(this, &Recorder::hook);
   }
   ~Recorder() override {
-    guard_.reset();
+    intercept_.reset();
     active = nullptr;
-    kiln::detail::concrete_value_hook = prev_hook_;
   }
 
   // An input of the backward graph with like's metadata, bound at run time
@@ -122,8 +119,7 @@ class Recorder final : public DispatchMode {
 
   static thread_local Recorder* active;
   BackwardGraph& g_;
-  kiln::detail::ConcreteValueHook prev_hook_;
-  std::unique_ptr<ModeGuard> guard_;
+  std::unique_ptr<InterceptScope> intercept_;
   std::unordered_map<const TensorImpl*, int> ids_;
   std::unordered_set<const StorageImpl*> storages_;  // of every traced value
 };

@@ -2,11 +2,28 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/dispatch.h"
 
 namespace kiln::compiler::detail {
+
+// While alive, `mode` is the innermost dispatcher mode of this thread and
+// `hook` sees every concrete-value access (item, data_ptr, printing): how
+// the tracer and the backward recorder intercept a program.
+class InterceptScope {
+ public:
+  InterceptScope(DispatchMode* mode, kiln::detail::ConcreteValueHook hook)
+      : prev_(std::exchange(kiln::detail::concrete_value_hook, hook)), guard_(mode) {}
+  ~InterceptScope() { kiln::detail::concrete_value_hook = prev_; }
+  InterceptScope(const InterceptScope&) = delete;
+  InterceptScope& operator=(const InterceptScope&) = delete;
+
+ private:
+  kiln::detail::ConcreteValueHook prev_;
+  ModeGuard guard_;
+};
 
 // Values are numbered in the order the trace met them; a value is either a
 // graph input (ext >= 0: a tensor the program read, bound on each call) or

@@ -84,15 +84,12 @@ int folded_constants(const CallSite& site) {
 class Tracer : public DispatchMode {
  public:
   Tracer(CallSite& site, bool explaining) : site_(site), explaining_(explaining) {
-    prev_hook_ = kiln::detail::concrete_value_hook;
-    kiln::detail::concrete_value_hook = &Tracer::hook;
     current = this;
-    guard_ = std::make_unique<ModeGuard>(this);
+    intercept_ = std::make_unique<InterceptScope>(this, &Tracer::hook);
   }
   ~Tracer() override {
-    guard_.reset();
+    intercept_.reset();
     current = nullptr;
-    kiln::detail::concrete_value_hook = prev_hook_;
   }
 
   std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -267,8 +264,7 @@ class Tracer : public DispatchMode {
   bool explaining_;
   bool executing_ = false;
   int graph_index_ = 0;
-  kiln::detail::ConcreteValueHook prev_hook_;
-  std::unique_ptr<ModeGuard> guard_;
+  std::unique_ptr<InterceptScope> intercept_;
   Trace trace_;
   std::unordered_map<const TensorImpl*, int> pending_, ext_;
   std::string key_;
