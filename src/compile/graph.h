@@ -42,6 +42,10 @@ struct Trace {
   std::vector<std::shared_ptr<TensorImpl>> values;  // per value: the pending tensor (null for inputs)
   std::vector<TracedNode> nodes;
   std::vector<bool> live;  // per value: still held by the program when the graph ran
+  // In-place and out= ops on real tensors: after the graph ran, each
+  // destination is given the last value written to it (Note [Writes to
+  // real tensors] in tracer.cpp). Those values count as live.
+  std::vector<std::pair<Tensor, int>> writebacks;
   int num_values() const { return static_cast<int>(value_ext.size()); }
 };
 

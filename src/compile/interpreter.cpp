@@ -87,6 +87,8 @@ void execute(const Plan& plan, Trace& t) {
   if (grad && plan.backward) record_backward(plan, vals, handed);
   for (int v = 0; v < t.num_values(); ++v)
     if (t.live[v]) transplant(*t.values[v], handed[v]);
+  NoGradGuard no_grad;  // recorded only when grad mode was off
+  for (const auto& [dst, v] : t.writebacks) dst.copy_(vals[plan.rep[v]]);
 }
 
 }  // namespace kiln::compiler::detail

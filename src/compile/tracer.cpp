@@ -17,7 +17,9 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph.h"
 #include "kiln/autograd.h"
@@ -95,9 +97,15 @@ class Tracer : public DispatchMode {
   std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                             std::span<const Tensor> out) override {
     if (executing_) return dispatch(op, inputs, attrs, out);
+    for (const Tensor& t : inputs)
+      if (reads_stale_memory(t, op)) {
+        graph_break("a view of a tensor written in this graph", std::source_location());
+        break;
+      }
     if (!out.empty()) {
-      // In-place and out= ops write memory the program can see: compute
-      // everything traced so far, then run the op eagerly.
+      if (records_write(op, inputs, attrs, out)) return {out.begin(), out.end()};
+      // Other in-place and out= ops write memory the program can see:
+      // compute everything traced so far, then run the op eagerly.
       if (!trace_.nodes.empty()) graph_break("in-place op '" + op.name + "'", std::source_location());
       return dispatch(op, inputs, attrs, out);
     }
@@ -112,6 +120,13 @@ class Tracer : public DispatchMode {
     } else {
       for (const TensorMeta& m : op.shape(inputs, attrs)) outs.push_back(empty(m.sizes, m.dtype));
     }
+    record(op, inputs, attrs, outs);
+    return outs;
+  }
+
+  // Adds a node whose outputs are the pending tensors outs; returns the
+  // value id of the first.
+  int record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, const std::vector<Tensor>& outs) {
     TracedNode node{&op, attrs, {}, {}, is_grad_enabled()};
     key_ += op.name;
     key_ += '(';
@@ -130,7 +145,43 @@ class Tracer : public DispatchMode {
     }
     trace_.nodes.push_back(std::move(node));
     key_ += '\n';
-    return outs;
+    return trace_.nodes.back().outputs.empty() ? -1 : trace_.nodes.back().outputs[0];
+  }
+
+  // Note [Writes to real tensors]
+  // An in-place or out= op on a real tensor (a parameter, an optimizer
+  // state), with grad mode off, is recorded as its functional form: the
+  // node computes the new value, later reads of the destination handle see
+  // that value, and after the graph ran the destination gets it (a copy, so
+  // its version counter moves as in eager). What would read the old memory
+  // instead (another view of the destination, a view taken of it now, a
+  // concrete value) ends the graph first. Writes to pending tensors, and
+  // writes under grad mode (autograd's in-place rules), still break.
+  bool records_write(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                     std::span<const Tensor> out) {
+    if (out.size() != 1 || is_grad_enabled() || op.kind != OpKind::Compute) return false;
+    const Tensor& dst = out[0];
+    const TensorImpl* d = dst.impl();
+    if (pending_.count(d) || d->is_view) return false;
+    if (mutated_.count(d->storage.get()) && !written_.count(d)) return false;
+    const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+    if (metas.size() != 1 || metas[0].sizes != dst.sizes() || metas[0].dtype != dst.dtype()) return false;
+    const int v = record(op, inputs, attrs, {empty(metas[0].sizes, metas[0].dtype)});
+    ext_[d] = v;  // later reads of dst
+    written_.insert(d);
+    mutated_.insert(d->storage.get());
+    auto it = std::find_if(trace_.writebacks.begin(), trace_.writebacks.end(),
+                           [d](const auto& w) { return w.first.impl() == d; });
+    if (it == trace_.writebacks.end()) trace_.writebacks.emplace_back(dst, v);
+    else it->second = v;
+    key_ += "write " + std::to_string(v) + "\n";
+    return true;
+  }
+
+  // Whether reading t would see memory a recorded write has not reached.
+  bool reads_stale_memory(const Tensor& t, const OpDef& op) const {
+    if (mutated_.empty() || !mutated_.count(t.impl()->storage.get())) return false;
+    return op.kind == OpKind::View || !written_.count(t.impl());
   }
 
   void graph_break(const std::string& reason, const std::source_location& where) {
@@ -156,9 +207,10 @@ class Tracer : public DispatchMode {
       return;
     }
     trace_.live.assign(trace_.values.size(), false);
+    for (const auto& [dst, v] : trace_.writebacks) trace_.live[v] = true;
     key_ += "live:";
     for (int v = 0; v < trace_.num_values(); ++v) {
-      trace_.live[v] = trace_.values[v] && trace_.values[v].use_count() > 1;  // held outside the tracer
+      trace_.live[v] = trace_.live[v] || (trace_.values[v] && trace_.values[v].use_count() > 1);  // held outside the tracer
       key_ += trace_.live[v] ? '1' : '0';
     }
     std::shared_ptr<const Plan> plan = lookup_or_compile();
@@ -183,7 +235,8 @@ class Tracer : public DispatchMode {
 
   static void hook(const TensorImpl* t, const char* what, const std::source_location& where) {
     Tracer* tr = current;
-    if (tr && !tr->executing_ && tr->pending_.count(t)) tr->graph_break(what, where);
+    if (tr && !tr->executing_ && (tr->pending_.count(t) || (t->storage && tr->mutated_.count(t->storage.get()))))
+      tr->graph_break(what, where);
   }
 
  private:
@@ -257,6 +310,8 @@ class Tracer : public DispatchMode {
     trace_ = Trace{};
     pending_.clear();
     ext_.clear();
+    written_.clear();
+    mutated_.clear();
     key_.clear();
   }
 
@@ -267,6 +322,8 @@ class Tracer : public DispatchMode {
   std::unique_ptr<InterceptScope> intercept_;
   Trace trace_;
   std::unordered_map<const TensorImpl*, int> pending_, ext_;
+  std::unordered_set<const TensorImpl*> written_;   // destinations of recorded writes
+  std::unordered_set<const StorageImpl*> mutated_;  // and their memory
   std::string key_;
 
 };

@@ -98,7 +98,9 @@ void AdamW::step() {
       second = max_exp_avg_sq_[i];
     }
     const Tensor denom = sqrt(second) / std::sqrt(bc2) + opt_.eps;
-    p.sub_(exp_avg_[i] / denom, lr / bc1);
+    // The step size as a number operand, not an alpha attribute: it changes
+    // every step, and kiln::compile reads numbers per call but keys on attributes.
+    p.sub_(exp_avg_[i] / denom * (lr / bc1));
   }
 }
 

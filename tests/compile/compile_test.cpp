@@ -226,6 +226,90 @@ TEST_F(Compile, ConstantsAreFoldedOnceAndHandedOutAsCopies) {
   }
 }
 
+TEST_F(Compile, WritesToRealTensorsAreGraphNodes) {
+  manual_seed(71);
+  // An optimizer-like update under no_grad: one graph, no break, the same
+  // values and version bumps as eager, and a changing rate recompiles nothing.
+  auto update = [](const Tensor& p, const Tensor& m, const Tensor& g, double lr) {
+    NoGradGuard no_grad;
+    p.mul_(0.99);
+    m.mul_(0.9).add_(g, 0.1);
+    p.sub_(m / (sqrt(abs(m)) + 1e-3) * lr);
+    return p.sum();
+  };
+  for (const char* b : {"cpp", "interpreter"}) {
+    auto f = compile(update, backend(b));
+    const Tensor p = randn({33, 7}), m = randn({33, 7}), pe = p.clone(), me = m.clone();
+    for (int call = 0; call < 3; ++call) {
+      const Tensor g = randn({33, 7});
+      const double lr = 0.1 / (call + 1);
+      const uint64_t version = p.version();
+      const Tensor sc = f(p, m, g, lr), se = update(pe, me, g, lr);
+      const std::string what = std::string(b) + " call " + std::to_string(call);
+      expect_same(p, pe, what + " p");
+      expect_same(m, me, what + " m");
+      expect_same(sc, se, what + " sum", 1e-4);
+      EXPECT_GT(p.version(), version) << what;
+    }
+    EXPECT_EQ(f.cache_entries(), 1) << b;
+    const auto e = compiler::explain(update, p, m, randn({33, 7}), 0.5);
+    EXPECT_EQ(e.graph_break_count, 0) << b;
+    EXPECT_EQ(e.graph_count, 1) << b;
+  }
+}
+
+TEST_F(Compile, ReadsOfWrittenMemoryBreakTheGraphFirst) {
+  manual_seed(72);
+  const Tensor p = randn({4, 5}), row = p.select(0, 1);  // row: another view of p's memory
+  auto fn = [&](const Tensor& x) {
+    NoGradGuard no_grad;
+    p.add_(x);
+    const Tensor seen = row * 2.0;                // reads p's memory through another handle
+    p.mul_(2.0);
+    const Tensor later = p.select(0, 2) * 3.0;    // a view taken after the write
+    p.add_(1.0);
+    const float first = p.data_ptr<float>()[0];   // the written tensor's memory
+    return seen + first + later;
+  };
+  const Tensor x = randn({4, 5});
+  const Tensor saved = p.clone();
+  const Tensor want = fn(x);
+  p.copy_(saved);
+  auto f = compile(fn);
+  expect_same(f(x), want, "result");
+  p.copy_(saved);
+  const auto e = compiler::explain(fn, x);
+  ASSERT_EQ(e.graph_break_count, 3);
+  EXPECT_EQ(e.breaks[0].reason, "a view of a tensor written in this graph");
+  EXPECT_EQ(e.breaks[1].reason, "a view of a tensor written in this graph");
+  EXPECT_EQ(e.breaks[2].reason, "data_ptr()");
+}
+
+TEST_F(Compile, AdamWStepCompiles) {
+  manual_seed(73);
+  nn::Linear a(6, 5), b(6, 5);
+  {
+    NoGradGuard no_grad;
+    b.weight.copy_(a.weight), b.bias.copy_(a.bias);
+  }
+  optim::AdamWOptions o;
+  o.lr = 1e-2, o.weight_decay = 0.1;
+  optim::AdamW oa(a.parameters(), o), ob(b.parameters(), o);
+  auto step = compile([&] { ob.step(); });
+  for (int s = 0; s < 4; ++s) {
+    const Tensor x = randn({3, 6});
+    square(a(x)).sum().backward();
+    square(b(x)).sum().backward();
+    oa.lr = ob.lr = 1e-2 / (s + 1);
+    oa.step();
+    step();
+    expect_same(b.weight, a.weight, "weight after step " + std::to_string(s));
+    expect_same(b.bias, a.bias, "bias after step " + std::to_string(s));
+    oa.zero_grad(), ob.zero_grad();
+  }
+  EXPECT_LE(step.recompiles(), 1);  // the first step creates the state (a different graph)
+}
+
 TEST_F(Compile, ControlFlowOnCppStateStaysCorrect) {
   manual_seed(63);
   bool scale = true;
