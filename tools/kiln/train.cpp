@@ -77,9 +77,11 @@ void run(const TrainArgs& a) {
   auto loss_of = [&](const Tensor& x, const Tensor& y) {
     return nn::cross_entropy(model->forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
   };
-  // Compiled, the forward runs its fused loops and its backward is compiled
-  // too (Note [Compiled backward]); clipping and AdamW stay eager.
+  // Compiled, the forward runs its fused loops, its backward is compiled too
+  // (Note [Compiled backward]) and so is AdamW's update (Note [Writes to
+  // real tensors]); clipping needs the norm's value and stays eager.
   auto compiled_loss = compile(loss_of);
+  auto compiled_step = compile([&] { opt->step(); });
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = st.step;
   double loss_ema = 0;
@@ -90,7 +92,8 @@ void run(const TrainArgs& a) {
     opt->zero_grad();
     loss.backward();
     optim::clip_grad_norm_(model->parameters(), a.clip);
-    opt->step();
+    if (a.compile) compiled_step();
+    else opt->step();
     const double l = loss.item<double>();
     loss_ema = st.step == first ? l : 0.9 * loss_ema + 0.1 * l;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -133,7 +136,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--time-limit", a->time_limit, "stop (and save) after this many seconds; 0 = no limit");
   cmd->add_option("--threads", a->threads, "threads (default: all cores)");
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out");
-  cmd->add_flag("--compile", a->compile, "run the loss and its backward through kiln::compile");
+  cmd->add_flag("--compile", a->compile, "run the loss, its backward and the AdamW update through kiln::compile");
   cmd->callback([a] { run(*a); });
 }
 
