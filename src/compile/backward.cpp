@@ -87,28 +87,20 @@ class Recorder final : public DispatchMode {
     } else {
       for (const TensorMeta& m : op.shape(inputs, attrs)) outs.push_back(empty(m.sizes, m.dtype));
     }
-    Trace& t = g_.trace;
     for (const Tensor& o : outs) {
-      const int v = t.num_values();
-      t.value_ext.push_back(-1);
-      t.values.push_back(o.impl_ptr());
-      ids_.emplace(o.impl(), v);
+      node.outputs.push_back(g_.trace.add_output(o));
+      ids_.emplace(o.impl(), node.outputs.back());
       storages_.insert(o.impl()->storage.get());
-      node.outputs.push_back(v);
     }
-    t.nodes.push_back(std::move(node));
+    g_.trace.nodes.push_back(std::move(node));
     return outs;
   }
 
  private:
   int add_input(const Tensor& t, int bind) {
-    Trace& tr = g_.trace;
-    const int v = tr.num_values();
+    const int v = g_.trace.add_input(t);
     ids_.emplace(t.impl(), v);
     if (bind != BackwardGraph::kConstant) storages_.insert(t.impl()->storage.get());
-    tr.value_ext.push_back(static_cast<int>(tr.externals.size()));
-    tr.values.push_back(nullptr);
-    tr.externals.push_back(t);
     g_.bind.push_back(bind);
     g_.slot_value.push_back(v);
     return v;
@@ -157,9 +149,7 @@ void differentiate(const Trace& t, const Plan& plan, BackwardGraph& g) {
   }
   std::vector<Tensor> placeholder(nv), grad(nv);
   auto value = [&](int v) -> const Tensor& {
-    if (!placeholder[v].defined()) {
-      placeholder[v] = rec.input(meta_of(v), v);
-    }
+    if (!placeholder[v].defined()) placeholder[v] = rec.input(meta_of(v), v);
     return placeholder[v];
   };
   auto accumulate = [&](int v, const Tensor& x) { grad[v] = grad[v].defined() ? add(grad[v], x) : x; };

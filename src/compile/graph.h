@@ -47,6 +47,19 @@ struct Trace {
   // real tensors] in tracer.cpp). Those values count as live.
   std::vector<std::pair<Tensor, int>> writebacks;
   int num_values() const { return static_cast<int>(value_ext.size()); }
+  // New value ids: a graph input bound to t, or a node output held by the
+  // pending tensor t.
+  int add_input(const Tensor& t) {
+    value_ext.push_back(static_cast<int>(externals.size()));
+    values.push_back(nullptr);
+    externals.push_back(t);
+    return num_values() - 1;
+  }
+  int add_output(const Tensor& t) {
+    value_ext.push_back(-1);
+    values.push_back(t.impl_ptr());
+    return num_values() - 1;
+  }
 };
 
 // A run of elementwise nodes compiled into one loop (cpp backend).

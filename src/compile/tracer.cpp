@@ -137,11 +137,8 @@ class Tracer : public DispatchMode {
     key_ += node.grad_enabled ? ")g" : ")";
     append_attrs(key_, attrs);
     for (const Tensor& o : outs) {
-      const int v = trace_.num_values();
-      trace_.value_ext.push_back(-1);
-      trace_.values.push_back(o.impl_ptr());
-      pending_.emplace(o.impl(), v);
-      node.outputs.push_back(v);
+      node.outputs.push_back(trace_.add_output(o));
+      pending_.emplace(o.impl(), node.outputs.back());
     }
     trace_.nodes.push_back(std::move(node));
     key_ += '\n';
@@ -243,11 +240,8 @@ class Tracer : public DispatchMode {
   int value_of(const Tensor& t) {
     if (auto it = pending_.find(t.impl()); it != pending_.end()) return it->second;
     if (auto it = ext_.find(t.impl()); it != ext_.end()) return it->second;
-    const int v = trace_.num_values();
+    const int v = trace_.add_input(t);
     ext_.emplace(t.impl(), v);
-    trace_.value_ext.push_back(static_cast<int>(trace_.externals.size()));
-    trace_.values.push_back(nullptr);
-    trace_.externals.push_back(t);
     // Inputs enter the key by dtype, shape (dynamic dims as '?'), layout
     // and whether they require grad.
     const TensorImpl* i = t.impl();
