@@ -15,6 +15,17 @@ struct Prefetch {
   int64_t n = 0, row_bytes = 0;
 };
 
+// Cache lines per row, and prefetches (to L2) of lines [lo, hi) of row j.
+// always_inline: GCC 12 otherwise finds prefetch_lines free of side effects
+// and deletes its calls, prefetches and all.
+inline int64_t row_lines(const Prefetch& pf) { return (pf.row_bytes + 63) / 64; }
+inline __attribute__((always_inline)) void prefetch_lines(const Prefetch& pf, int64_t j, int64_t lo, int64_t hi) {
+  if (j >= pf.n) return;
+  const char* row = static_cast<const char*>(pf.rows) + j * pf.row_bytes;
+  for (int64_t c = lo; c < hi; ++c) __builtin_prefetch(row + 64 * c, 0, 2);
+}
+inline __attribute__((always_inline)) void prefetch_row(const Prefetch& pf, int64_t j) { prefetch_lines(pf, j, 0, row_lines(pf)); }
+
 // s[j] = exp(s[j] - mx); returns the sum.
 float exp_sub_sum(float* s, int64_t n, float mx);
 // s[r * n + j] = scale * dot(q row r, k row j), rows of length E, k row-major:
@@ -30,6 +41,18 @@ void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64
                const Prefetch& pf = {});
 void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
                      int64_t Ev, const Prefetch& pf = {});
+
+// The bfloat16 forms above with the CPU's bfloat16 dot-product instruction
+// (AVX512-BF16, src/attention/attention_bf16dot_x86.cpp, x86 builds only;
+// the AVX-512 Highway target tries them first): false, having done nothing,
+// when this CPU or the shapes (E, Ev not multiples of 32) do not allow it. q holds bfloat16
+// values (it was a bfloat16 tensor), so the dots are exact products summed
+// in float32; P V rounds the probabilities to bfloat16 first, as PyTorch's
+// CPU flash attention does for reduced-precision inputs.
+bool dots_rows_bf16dot(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s,
+                       const Prefetch& pf);
+bool accumulate_rows_bf16dot(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
+                             int64_t Ev, const Prefetch& pf);
 
 // C (M x N, row stride ldc) = alpha * A @ B, plus C when accumulate. A is
 // M x K with element (i, k) at A[i * a_rs + k * a_cs] (a transpose is just

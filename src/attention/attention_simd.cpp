@@ -54,16 +54,6 @@ inline float KVToFloat(uint16_t bits) {
   return f;
 }
 
-// Issues prefetches (to L2) for cache lines [lo, hi) of row j of the next
-// block, so that memory streams in while this block computes.
-HWY_INLINE int64_t RowLines(const Prefetch& pf) { return (pf.row_bytes + 63) / 64; }
-HWY_INLINE void PrefetchLines(const Prefetch& pf, int64_t j, int64_t lo, int64_t hi) {
-  if (j >= pf.n) return;
-  const char* row = static_cast<const char*>(pf.rows) + j * pf.row_bytes;
-  for (int64_t c = lo; c < hi; ++c) __builtin_prefetch(row + 64 * c, 0, 2);
-}
-HWY_INLINE void PrefetchRow(const Prefetch& pf, int64_t j) { PrefetchLines(pf, j, 0, RowLines(pf)); }
-
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 // Lane i of the result = sum of the lanes of v[i], for N = Lanes(d) vectors.
 // 128-bit vectors (and the 128-bit blocks of AVX2) reduce by interleaving,
@@ -114,7 +104,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
       int64_t j = 0;
       for (; j + KJ <= n; j += KJ) {
         if (r == 0)
-          for (int64_t u = 0; u < KJ; ++u) PrefetchRow(pf, j + u);
+          for (int64_t u = 0; u < KJ; ++u) prefetch_row(pf, j + u);
         hn::Vec<D> acc[4 * KJ];  // acc[row * KJ + key]
         for (auto& a : acc) a = hn::Zero(d);
         for (int64_t e = 0; e < E; e += N) {
@@ -131,7 +121,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
           for (int64_t u = 0; u < KJ; ++u) s[(r + row) * n + j + u] = dots[row * KJ + u];
       }
       for (; j < n; ++j) {
-        if (r == 0) PrefetchRow(pf, j);
+        if (r == 0) prefetch_row(pf, j);
         for (int64_t row = 0; row < 4; ++row) {
           auto a = hn::Zero(d);
           for (int64_t e = 0; e < E; e += N) a = hn::MulAdd(hn::LoadU(d, qr + row * E + e), LoadKV(d, k + j * E + e), a);
@@ -143,7 +133,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   for (; r + 4 <= rows; r += 4) {
     const float *q0 = q + r * E, *q1 = q0 + E, *q2 = q1 + E, *q3 = q2 + E;
     for (int64_t j = 0; j < n; ++j) {
-      if (r == 0) PrefetchRow(pf, j);
+      if (r == 0) prefetch_row(pf, j);
       const KV* kj = k + j * E;
       auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
       int64_t e = 0;
@@ -165,7 +155,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   for (; r < rows; ++r) {
     const float* qr = q + r * E;
     for (int64_t j = 0; j < n; ++j) {
-      if (r == 0) PrefetchRow(pf, j);
+      if (r == 0) prefetch_row(pf, j);
       const KV* kj = k + j * E;
       auto acc = hn::Zero(d);
       int64_t e = 0;
@@ -194,7 +184,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
     // the passes over Ev.
     constexpr int64_t kKeyChunk = 32;
     int64_t e = 0;
-    const int64_t passes = Ev / (2 * N), lines = RowLines(pf);
+    const int64_t passes = Ev / (2 * N), lines = row_lines(pf);
     for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
       const int64_t j1 = std::min(n, j0 + kKeyChunk);
       for (e = 0; e + 2 * N <= Ev; e += 2 * N) {
@@ -206,7 +196,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
         auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
         auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
         for (int64_t j = j0; j < j1; ++j) {
-          if (r == 0) PrefetchLines(pf, j, line0, line1);
+          if (r == 0) prefetch_lines(pf, j, line0, line1);
           const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
           const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
           const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
@@ -247,6 +237,9 @@ void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E
 }
 void DotsRowsBF16(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                   const Prefetch& pf) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (dots_rows_bf16dot(q, rows, reinterpret_cast<const BFloat16*>(k), n, E, scale, s, pf)) return;
+#endif
   DotsRowsT(q, rows, k, n, E, scale, s, pf);
 }
 void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows, const float* v, int64_t n, int64_t Ev,
@@ -255,6 +248,9 @@ void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows,
 }
 void AccumulateRowsBF16(float* acc, const float* corr, const float* p, int64_t rows, const uint16_t* v, int64_t n,
                         int64_t Ev, const Prefetch& pf) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (accumulate_rows_bf16dot(acc, corr, p, rows, reinterpret_cast<const BFloat16*>(v), n, Ev, pf)) return;
+#endif
   AccumulateRowsT(acc, corr, p, rows, v, n, Ev, pf);
 }
 

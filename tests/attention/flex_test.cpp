@@ -302,6 +302,41 @@ TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
   }
 }
 
+// The bf16 cache decode reads K and V as stored; on AVX-512 CPUs with
+// AVX512-BF16 it uses the dot-product instruction when E and Ev are
+// multiples of 32 (E = 40 takes the widening kernels everywhere). Against
+// float64 on the same bf16 values: GQA groups of 4 (four-row tiles) and 3
+// (single rows), a block of odd length at the end (S = 301, blocks of 32),
+// Ev = 96 (not a multiple of 64), a sliding window, split and unsplit.
+TEST(FlexAttention, BFloat16CacheDecodeMatchesFloat64) {
+  manual_seed(46);
+  NoGradGuard no_grad;
+  const int64_t S = 301;
+  for (const auto& [Hq, E, Ev] : {std::tuple{8, 64, 96}, std::tuple{6, 128, 32}, std::tuple{8, 40, 40}})
+    for (int64_t L : {1, 2}) {
+      const Tensor q = randn({1, Hq, L, E}).to(kBFloat16), k = randn({1, 2, S, E}).to(kBFloat16),
+                   v = randn({1, 2, S, Ev}).to(kBFloat16);
+      auto window = [L](int64_t, int64_t, int64_t qi, int64_t kv) { return kv <= S - L + qi && S - L + qi - kv <= 150; };
+      const auto full = create_block_mask(NoopMask{}, 1, 1, L, S, 32);
+      const auto wm = create_block_mask(window, 1, 1, L, S, 32);
+      for (int64_t parts : {0, 1, 3}) {
+        FlexOptions o;
+        o.enable_gqa = true, o.return_lse = true, o.kv_partitions = parts;
+        const std::string what = "Hq " + std::to_string(Hq) + " E " + std::to_string(E) + " L " + std::to_string(L) +
+                                 " parts " + std::to_string(parts);
+        for (bool windowed : {false, true}) {
+          FlexOutput got = windowed ? flex_attention(q, k, v, NoScoreMod{}, wm, o) : flex_attention(q, k, v, NoScoreMod{}, full, o);
+          FlexOutput ref = windowed ? flex_attention(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), NoScoreMod{}, wm, o)
+                                    : flex_attention(q.to(kFloat64), k.to(kFloat64), v.to(kFloat64), NoScoreMod{}, full, o);
+          EXPECT_EQ(got.out.dtype(), kBFloat16);
+          // Output and probabilities are rounded to bf16 (2^-9 relative).
+          expect_close(got.out, values(ref.out), 1e-2, 1e-2, what + " out");
+          expect_close(got.lse, values(ref.lse), 1e-5, 1e-5, what + " lse");
+        }
+      }
+    }
+}
+
 TEST(FlexAttention, Errors) {
   Tensor q = randn({1, 4, 8, 4}), k = randn({1, 2, 8, 4}), v = randn({1, 2, 8, 4});
   expect_error([&] { flex_attention(q, k, v); }, {"[flex_attention]", "enable_gqa"});
