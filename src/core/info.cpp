@@ -14,7 +14,8 @@ std::string blas_info() {
   s += openblas_get_config();
   s += " (core ";
   s += openblas_get_corename();
-  s += ")";
+  const int threads = openblas_get_num_threads();
+  s += ", " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   return s;
 }
 

@@ -108,13 +108,17 @@ std::unique_ptr<ThreadPool>& pool_slot() {
   return pool;
 }
 
+// Every pool, the default one or one of set_num_threads, comes with
+// OpenBLAS set to one thread (Note [One thread pool] in matmul_kernel.cpp).
+std::unique_ptr<ThreadPool> make_pool(int n) {
+  openblas_set_num_threads(1);
+  return std::make_unique<ThreadPool>(n);
+}
+
 ThreadPool& pool() {
   std::lock_guard<std::mutex> lock(pool_mu);
   auto& p = pool_slot();
-  if (!p) {
-    p = std::make_unique<ThreadPool>(default_threads());
-    openblas_set_num_threads(1);  // Note [One thread pool] in matmul_kernel.cpp
-  }
+  if (!p) p = make_pool(default_threads());
   return *p;
 }
 
@@ -123,7 +127,7 @@ ThreadPool& pool() {
 void set_num_threads(int n) {
   check(n >= 1, "set_num_threads", "expected a thread count >= 1 but got ", n);
   std::lock_guard<std::mutex> lock(pool_mu);
-  pool_slot() = std::make_unique<ThreadPool>(n);
+  pool_slot() = make_pool(n);
 }
 
 int get_num_threads() { return pool().threads(); }

@@ -2,6 +2,8 @@
 #include <atomic>
 #include <cmath>
 
+#include <cblas.h>
+
 #include "test_util.h"
 
 namespace kiln::test {
@@ -99,6 +101,18 @@ TEST(Runtime, LargeBlocksAreCachedAndReleased) {
 TEST(Runtime, InfoStrings) {
   EXPECT_FALSE(version().empty());
   EXPECT_NE(blas_info().find("OpenBLAS"), std::string::npos);
+}
+
+// Note [One thread pool]: GEMMs are split over kiln's pool, so a pool made
+// by set_num_threads sets OpenBLAS back to one thread, as the default does.
+TEST(Runtime, OpenBlasStaysSingleThreaded) {
+  const int before = get_num_threads();
+  for (int n : {2, 1, 3}) {
+    openblas_set_num_threads(4);
+    set_num_threads(n);
+    EXPECT_NE(blas_info().find(", 1 thread)"), std::string::npos) << blas_info();
+  }
+  set_num_threads(before);
 }
 
 }  // namespace
