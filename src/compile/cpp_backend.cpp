@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,10 @@ struct FusedKernel {
   std::vector<int> inputs;   // tensor inputs, same shape as the loop
   std::vector<int> scalars;  // 0-dim inputs, read once per call
   std::vector<int> outputs;  // values needed after the loop
+  // Per output: the index in inputs of the graph input it overwrites in
+  // place (the loop writes a written-back value straight into its
+  // destination, Note [Writes to real tensors]), or -1.
+  std::vector<int> in_place;
   // A row kernel (a norm feeding the loop): its input, weight and bias
   // (-1 when absent), and the row length; the loop then runs per row.
   int row_x = -1, row_w = -1, row_b = -1;
@@ -190,6 +195,12 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   std::vector<bool> live_rep(t.num_values(), false);
   for (int v = 0; v < t.num_values(); ++v)
     if (t.live[v] || (!plan.saved.empty() && plan.saved[v])) live_rep[plan.rep[v]] = true;  // saved: read by the backward
+  // Written-back values whose destination the graph read as an input (the
+  // key says which, "write v over x"): value -> that input.
+  std::map<int, int> overwrites;
+  for (const auto& [dst, v] : t.writebacks)
+    for (int x = 0; x < t.num_values(); ++x)
+      if (t.value_ext[x] >= 0 && t.externals[t.value_ext[x]].impl() == dst.impl()) overwrites.emplace(plan.rep[v], plan.rep[x]);
 
   // A group: loop nodes over one shape, plus the 0-dim nodes among them
   // (scalar conversions of C++ numbers), which run just before the loop.
@@ -286,18 +297,37 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       produced.push_back(out);
       for (int in : n.inputs) users_after[plan.rep[in]]--;
     }
+    // Every input is loaded before any output is stored, in each iteration
+    // j, so an output may overwrite the input it replaces at the same j
+    // (that pointer is then declared without __restrict).
+    auto overwritten_input = [&](int v) {
+      const auto it = overwrites.find(v);
+      if (k->row_len > 0 || it == overwrites.end()) return -1;
+      const auto in = std::find(k->inputs.begin(), k->inputs.end(), it->second);
+      const int i = in == k->inputs.end() ? -1 : static_cast<int>(in - k->inputs.begin());
+      return std::find(k->in_place.begin(), k->in_place.end(), i) == k->in_place.end() ? i : -1;
+    };
     for (int v : produced)
       if (users_after[v] > 0 || live_rep[v]) {
-        body << "    out" << k->outputs.size() << "[j] = v" << v << ";\n";
+        const int over = overwritten_input(v);
+        body << "    " << (over >= 0 ? "in" + std::to_string(over) : "out" + std::to_string(k->outputs.size())) << "[j] = v"
+             << v << ";\n";
         k->outputs.push_back(v);
+        k->in_place.push_back(over);
       }
     // Row kernels take rows [lo, hi) and the norm's x / weight / bias after
     // the loop's inputs; element c of row r is at j = r * n + c.
     const bool rows = k->row_len > 0;
     src << "extern \"C\" void " << k->symbol
         << "(const float* const* in, const float* s, float* const* out, int64_t lo, int64_t hi) {\n";
-    for (size_t i = 0; i < k->inputs.size(); ++i) src << "  const float* __restrict in" << i << " = in[" << i << "];\n";
-    for (size_t i = 0; i < k->outputs.size(); ++i) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
+    for (size_t i = 0; i < k->inputs.size(); ++i) {
+      if (std::find(k->in_place.begin(), k->in_place.end(), static_cast<int>(i)) != k->in_place.end())
+        src << "  float* in" << i << " = const_cast<float*>(in[" << i << "]);\n";
+      else
+        src << "  const float* __restrict in" << i << " = in[" << i << "];\n";
+    }
+    for (size_t i = 0; i < k->outputs.size(); ++i)
+      if (k->in_place[i] < 0) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
     for (size_t i = 0; i < k->scalars.size(); ++i) src << "  const float s" << i << " = s[" << i << "];\n";
     src << "  (void)in; (void)s; (void)out;\n";
     if (rows) {
@@ -375,9 +405,18 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     if (vals[v].numel() != 1) return false;
     scalars.push_back(vals[v].item<float>());
   }
+  // An input overwritten in place must not overlap the others (the loop
+  // declares them __restrict).
+  for (int over : k.in_place) {
+    if (over < 0) continue;
+    const float* a = in[static_cast<size_t>(over)];
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+      if (static_cast<int>(i) != over && in[i] < a + n && a < in[i] + n) return false;
+  }
   std::vector<float*> out;
-  for (int v : k.outputs) {
-    vals[v] = empty(shape, kFloat32);
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const int v = k.outputs[o];
+    vals[v] = k.in_place[o] >= 0 ? vals[k.inputs[static_cast<size_t>(k.in_place[o])]] : empty(shape, kFloat32);
     out.push_back(vals[v].data_ptr<float>());
   }
   const FusedFn fn = k.fn;

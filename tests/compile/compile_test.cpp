@@ -230,12 +230,15 @@ TEST_F(Compile, WritesToRealTensorsAreGraphNodes) {
   manual_seed(71);
   // An optimizer-like update under no_grad: one graph, no break, the same
   // values and version bumps as eager, and a changing rate recompiles nothing.
+  // The cpp backend's loop writes p and m in place while `before` reads the
+  // old p in the same loop.
   auto update = [](const Tensor& p, const Tensor& m, const Tensor& g, double lr) {
     NoGradGuard no_grad;
+    const Tensor before = p * 2.0 + 1.0;
     p.mul_(0.99);
     m.mul_(0.9).add_(g, 0.1);
     p.sub_(m / (sqrt(abs(m)) + 1e-3) * lr);
-    return p.sum();
+    return p.sum() + before;
   };
   for (const char* b : {"cpp", "interpreter"}) {
     auto f = compile(update, backend(b));
