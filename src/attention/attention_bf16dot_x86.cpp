@@ -116,9 +116,12 @@ KILN_BF16DOT PairOrder pair_order() {
     lo[l] = (l / 4) * 8 + l % 4;  // unpacklo: e = 8 * block + 0..3
     hi[l] = (l / 4) * 8 + 4 + l % 4;
   }
-  for (int e = 0; e < 32; ++e) {
-    const int from = (e % 8 < 4) ? (e / 8) * 4 + e % 4 : 16 + (e / 8) * 4 + e % 8 - 4;  // index into (lo | hi)
-    (e < 16 ? back0 : back1)[e % 16] = from;
+  // Natural element e comes from lane (e / 8) * 4 + e % 4 of lo when e % 8 < 4,
+  // else from that lane of hi (index 16 + lane into lo | hi).
+  auto from = [](int e) { return (e % 8 < 4 ? 0 : 16) + (e / 8) * 4 + e % 4; };
+  for (int e = 0; e < 16; ++e) {
+    back0[e] = from(e);
+    back1[e] = from(e + 16);
   }
   return {_mm512_load_si512(lo), _mm512_load_si512(hi), _mm512_load_si512(back0), _mm512_load_si512(back1)};
 }
