@@ -38,9 +38,20 @@ std::vector<Capability> ladder() {
 #endif
 }
 
+// hwy::SupportedTargets() of Highway 1.0 (Debian 12) stores the CPU's full
+// target set as the dispatch choice before it applies DisableTargets' mask,
+// so after any call to it dispatch went back to the best target whatever
+// set_cpu_capability had chosen (the per-capability kernel tests all ran
+// AVX-512 code). Every call goes through here, which stores the masked set.
+int64_t supported_targets() {
+  const int64_t bits = hwy::SupportedTargets();
+  hwy::GetChosenTarget().Update(bits);
+  return bits;
+}
+
 // What the CPU supports and this build compiled, read before any mask.
 int64_t compiled_and_supported() {
-  static const int64_t bits = hwy::SupportedTargets() & HWY_TARGETS;
+  static const int64_t bits = supported_targets() & HWY_TARGETS;
   return bits;
 }
 
@@ -83,7 +94,7 @@ std::vector<Capability> available_capabilities() {
 
 Capability cpu_capability() {
   std::lock_guard<std::mutex> lock(cap_mu);
-  const int64_t now = hwy::SupportedTargets() & HWY_TARGETS;
+  const int64_t now = supported_targets() & HWY_TARGETS;
   Capability best = Capability::Scalar;
   for (Capability c : ladder())
     if (now & target_bits(c)) best = c;

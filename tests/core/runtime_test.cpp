@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <cblas.h>
+#include <hwy/targets.h>
 
 #include "test_util.h"
 
@@ -42,8 +43,16 @@ TEST(Runtime, CapabilitiesCanBeLoweredAndRestored) {
   const auto want = values(exp(x));
   for (Capability c : avail) {
     set_cpu_capability(c);
+    // Highway's SupportedTargets() resets its dispatch choice to the best
+    // target (Highway 1.0); cpu_capability() must store the lowered one again.
+    const int64_t allowed = hwy::SupportedTargets();
     EXPECT_EQ(cpu_capability(), c);
     expect_close(exp(x), want, 1e-6, 0, capability_name(c));
+    EXPECT_EQ(hwy::GetChosenTarget().GetIndex(),
+              hwy::Num0BitsBelowLS1Bit_Nonzero64(
+                  static_cast<uint64_t>((HWY_CHOSEN_TARGET_SHIFT(allowed) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
+                                        HWY_CHOSEN_TARGET_MASK_TARGETS)))
+        << capability_name(c);
   }
   set_cpu_capability(best);
   EXPECT_EQ(parse_capability("avx2"), Capability::AVX2);
