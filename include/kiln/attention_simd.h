@@ -49,9 +49,10 @@ void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows
 // values (it was a bfloat16 tensor), so the dots are exact products summed
 // in float32; P V rounds the probabilities to bfloat16 first, as PyTorch's
 // CPU flash attention does for reduced-precision inputs.
-bool dots_rows_bf16dot(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s,
+// K and V are the bf16 bits.
+bool dots_rows_bf16dot(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                        const Prefetch& pf);
-bool accumulate_rows_bf16dot(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
+bool accumulate_rows_bf16dot(float* acc, const float* corr, const float* p, int64_t rows, const uint16_t* v, int64_t n,
                              int64_t Ev, const Prefetch& pf);
 
 // C (M x N, row stride ldc) = alpha * A @ B, plus C when accumulate. A is

@@ -7,7 +7,8 @@
 //
 // Only the functions marked KILN_BF16DOT use AVX-512 instructions; they are
 // called from the AVX-512 Highway target only (so a forced lower capability
-// gets the Highway kernels) and after the CPUID check. Highway 1.0 (Debian 12) has no bf16 dot op, hence intrinsics.
+// gets the Highway kernels) and after the CPUID check. Highway 1.0
+// (Debian 12) has no bf16 dot op, hence intrinsics.
 // GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge
 // source, which -Wmaybe-uninitialized reports inside its own header.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -191,17 +192,17 @@ KILN_BF16DOT void accumulate(float* acc, const float* corr, const float* p, int6
 
 }  // namespace
 
-bool dots_rows_bf16dot(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s,
+bool dots_rows_bf16dot(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                        const Prefetch& pf) {
   if (E % 32 != 0 || !cpu_has_bf16dot()) return false;
-  dots(q, rows, reinterpret_cast<const uint16_t*>(k), n, E, scale, s, pf);
+  dots(q, rows, k, n, E, scale, s, pf);
   return true;
 }
 
-bool accumulate_rows_bf16dot(float* acc, const float* corr, const float* p, int64_t rows, const BFloat16* v, int64_t n,
+bool accumulate_rows_bf16dot(float* acc, const float* corr, const float* p, int64_t rows, const uint16_t* v, int64_t n,
                              int64_t Ev, const Prefetch& pf) {
   if (Ev % 32 != 0 || !cpu_has_bf16dot()) return false;
-  accumulate(acc, corr, p, rows, reinterpret_cast<const uint16_t*>(v), n, Ev, pf);
+  accumulate(acc, corr, p, rows, v, n, Ev, pf);
   return true;
 }
 

@@ -238,7 +238,7 @@ void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E
 void DotsRowsBF16(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                   const Prefetch& pf) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if (dots_rows_bf16dot(q, rows, reinterpret_cast<const BFloat16*>(k), n, E, scale, s, pf)) return;
+  if (dots_rows_bf16dot(q, rows, k, n, E, scale, s, pf)) return;
 #endif
   DotsRowsT(q, rows, k, n, E, scale, s, pf);
 }
@@ -249,7 +249,7 @@ void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows,
 void AccumulateRowsBF16(float* acc, const float* corr, const float* p, int64_t rows, const uint16_t* v, int64_t n,
                         int64_t Ev, const Prefetch& pf) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if (accumulate_rows_bf16dot(acc, corr, p, rows, reinterpret_cast<const BFloat16*>(v), n, Ev, pf)) return;
+  if (accumulate_rows_bf16dot(acc, corr, p, rows, v, n, Ev, pf)) return;
 #endif
   AccumulateRowsT(acc, corr, p, rows, v, n, Ev, pf);
 }

@@ -198,9 +198,8 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   // Written-back values whose destination the graph read as an input (the
   // key says which, "write v over x"): value -> that input.
   std::map<int, int> overwrites;
-  for (const auto& [dst, v] : t.writebacks)
-    for (int x = 0; x < t.num_values(); ++x)
-      if (t.value_ext[x] >= 0 && t.externals[t.value_ext[x]].impl() == dst.impl()) overwrites.emplace(plan.rep[v], plan.rep[x]);
+  for (const Trace::Writeback& w : t.writebacks)
+    if (w.over >= 0) overwrites.emplace(plan.rep[w.value], plan.rep[w.over]);
 
   // A group: loop nodes over one shape, plus the 0-dim nodes among them
   // (scalar conversions of C++ numbers), which run just before the loop.

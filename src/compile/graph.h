@@ -45,7 +45,14 @@ struct Trace {
   // In-place and out= ops on real tensors: after the graph ran, each
   // destination is given the last value written to it (Note [Writes to
   // real tensors] in tracer.cpp). Those values count as live.
-  std::vector<std::pair<Tensor, int>> writebacks;
+  // `over`: the graph input bound to dst when the graph read dst before its
+  // first write (a fused loop may then write dst in place), else -1.
+  struct Writeback {
+    Tensor dst;
+    int value;
+    int over;
+  };
+  std::vector<Writeback> writebacks;
   int num_values() const { return static_cast<int>(value_ext.size()); }
   // New value ids: a graph input bound to t, or a node output held by the
   // pending tensor t.

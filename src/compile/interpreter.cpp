@@ -88,10 +88,11 @@ void execute(const Plan& plan, Trace& t) {
   for (int v = 0; v < t.num_values(); ++v)
     if (t.live[v]) transplant(*t.values[v], handed[v]);
   NoGradGuard no_grad;  // recorded only when grad mode was off
-  for (const auto& [dst, v] : t.writebacks) {
+  for (const Trace::Writeback& w : t.writebacks) {
     // A fused loop may have written dst in place already.
-    if (vals[plan.rep[v]].impl() == dst.impl()) dst.bump_version();
-    else dst.copy_(vals[plan.rep[v]]);
+    const Tensor& value = vals[plan.rep[w.value]];
+    if (value.impl() == w.dst.impl()) w.dst.bump_version();
+    else w.dst.copy_(value);
   }
 }
 

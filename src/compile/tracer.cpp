@@ -163,22 +163,21 @@ class Tracer : public DispatchMode {
     if (mutated_.count(d->storage.get()) && !written_.count(d)) return false;
     const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
     if (metas.size() != 1 || metas[0].sizes != dst.sizes() || metas[0].dtype != dst.dtype()) return false;
-    // The graph input bound to dst, when the graph read dst before its first
-    // write: in the key, so a plan may let a fused loop write dst in place.
-    if (!written_.count(d)) {
-      const auto read_before = ext_.find(d);
-      dst_input_[d] = read_before != ext_.end() && trace_.value_ext[read_before->second] >= 0 ? read_before->second : -1;
-    }
-    const int old_input = dst_input_[d];
     const int v = record(op, inputs, attrs, {empty(metas[0].sizes, metas[0].dtype)});
+    // The graph input bound to dst, when the graph read dst before its first
+    // write (this op included): in the key, so a plan may let a fused loop
+    // write dst in place.
+    auto it = std::find_if(trace_.writebacks.begin(), trace_.writebacks.end(),
+                           [d](const Trace::Writeback& w) { return w.dst.impl() == d; });
+    int over = -1;
+    if (it != trace_.writebacks.end()) over = it->over;
+    else if (const auto read = ext_.find(d); read != ext_.end() && trace_.value_ext[read->second] >= 0) over = read->second;
     ext_[d] = v;  // later reads of dst
     written_.insert(d);
     mutated_.insert(d->storage.get());
-    auto it = std::find_if(trace_.writebacks.begin(), trace_.writebacks.end(),
-                           [d](const auto& w) { return w.first.impl() == d; });
-    if (it == trace_.writebacks.end()) trace_.writebacks.emplace_back(dst, v);
-    else it->second = v;
-    key_ += "write " + std::to_string(v) + (old_input >= 0 ? " over " + std::to_string(old_input) : std::string()) + "\n";
+    if (it == trace_.writebacks.end()) trace_.writebacks.push_back({dst, v, over});
+    else it->value = v;
+    key_ += "write " + std::to_string(v) + (over >= 0 ? " over " + std::to_string(over) : std::string()) + "\n";
     return true;
   }
 
@@ -211,7 +210,7 @@ class Tracer : public DispatchMode {
       return;
     }
     trace_.live.assign(trace_.values.size(), false);
-    for (const auto& [dst, v] : trace_.writebacks) trace_.live[v] = true;
+    for (const Trace::Writeback& w : trace_.writebacks) trace_.live[w.value] = true;
     key_ += "live:";
     for (int v = 0; v < trace_.num_values(); ++v) {
       trace_.live[v] = trace_.live[v] || (trace_.values[v] && trace_.values[v].use_count() > 1);  // held outside the tracer
@@ -311,7 +310,6 @@ class Tracer : public DispatchMode {
     trace_ = Trace{};
     pending_.clear();
     ext_.clear();
-    dst_input_.clear();
     written_.clear();
     mutated_.clear();
     key_.clear();
@@ -324,7 +322,6 @@ class Tracer : public DispatchMode {
   std::unique_ptr<InterceptScope> intercept_;
   Trace trace_;
   std::unordered_map<const TensorImpl*, int> pending_, ext_;
-  std::unordered_map<const TensorImpl*, int> dst_input_;  // written tensor -> its graph input, or -1
   std::unordered_set<const TensorImpl*> written_;   // destinations of recorded writes
   std::unordered_set<const StorageImpl*> mutated_;  // and their memory
   std::string key_;
