@@ -1,6 +1,7 @@
-// The "cpp" backend: runs of float32 elementwise nodes over one shape become
-// one generated C++ loop, so their intermediates are never written to
-// memory. The source is compiled with the system compiler into a shared
+// The "cpp" backend: float32 elementwise nodes over one iteration space,
+// with the row sums and norms between them, become one generated C++ loop
+// nest, so their intermediates are never written to memory (Note [Loop
+// groups]). The source is compiled with the system compiler into a shared
 // object cached on disk under $KILN_CACHE_DIR (default ~/.cache/kiln), keyed
 // by a hash of source, compiler and flags, and loaded with dlopen; a second
 // run or process compiles nothing. Writes go to a file unique to the process
@@ -20,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "graph.h"
@@ -31,17 +33,26 @@ using FusedFn = void (*)(const float* const* in, const float* scalars, float* co
 
 struct FusedKernel {
   std::vector<int> nodes;    // in order; run one by one when the loop cannot be used
-  std::vector<int> inputs;   // tensor inputs, same shape as the loop
+  std::vector<int> inputs;   // tensor inputs
+  // Per input: how the loop indexes it, 'j' per element (rows * cols
+  // elements), 'r' per row (rows elements), 'c' per column (cols elements).
+  std::vector<char> index;
   std::vector<int> scalars;  // 0-dim inputs, read once per call
   std::vector<int> outputs;  // values needed after the loop
   // Per output: the index in inputs of the graph input it overwrites in
   // place (the loop writes a written-back value straight into its
   // destination, Note [Writes to real tensors]), or -1.
   std::vector<int> in_place;
-  // A row kernel (a norm feeding the loop): its input, weight and bias
-  // (-1 when absent), and the row length; the loop then runs per row.
+  // A value whose shape is the iteration space: rows of `cols` elements
+  // (its last dim). cols == 0: one flat loop over all elements.
+  int space_value = -1;
+  int64_t cols = 0;
+  // A norm computed row by row at the head of the loop: its input, weight
+  // and bias (-1 when absent).
   int row_x = -1, row_w = -1, row_b = -1;
-  int64_t row_len = 0;
+  // Reshapes inside the loop whose results are needed after it: run as
+  // views of their (stored) source once the loop is done.
+  std::vector<std::pair<int, int>> views_after;  // (node, its input)
   std::string symbol;
   FusedFn fn = nullptr;
 };
@@ -76,6 +87,13 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "silu") return a + " / (1.0f + expf(-" + a + "))";
   if (op == "relu") return a + " > 0.0f ? " + a + " : (" + a + " != " + a + " ? " + a + " : 0.0f)";
   if (op == "gelu") return "0.5f * " + a + " * (1.0f + erff(" + a + " * 0.70710678f))";
+  if (op == "gelu_backward")  // a * gelu'(b), as kiln's kernel computes it
+    return "(" + a + ") * (0.5f * (1.0f + erff(" + b + " * 0.70710678f)) + " + b + " * expf(-0.5f * " + b + " * " + b +
+           ") * 0.3989422804f)";
+  if (op == "gelu_tanh_backward")
+    return "({ const float t_ = tanhf(0.7978845608f * (" + b + " + 0.044715f * " + b + " * " + b + " * " + b +
+           ")); (" + a + ") * (0.5f * (1.0f + t_) + 0.5f * " + b + " * (1.0f - t_ * t_) * 0.7978845608f * (1.0f + " +
+           "0.134145f * " + b + " * " + b + ")); })";
   if (op == "gelu_tanh")
     return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608f * (" + a + " + 0.044715f * " + a + " * " + a + " * " + a +
            ")))";
@@ -83,7 +101,9 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
 }
 
 int arity(const std::string& op) {
-  return op == "add" || op == "sub" || op == "mul" || op == "div" ? 2 : 1;
+  return op == "add" || op == "sub" || op == "mul" || op == "div" || op == "gelu_backward" || op == "gelu_tanh_backward"
+             ? 2
+             : 1;
 }
 
 const Shape& sizes_of(const Trace& t, int v) {
@@ -97,19 +117,81 @@ bool contiguous_value(const Trace& t, int v) {
   return t.values[v]->strides == contiguous_strides(t.values[v]->sizes);
 }
 
-// A node the loop can take: a known elementwise op producing float32 of the
-// loop's shape from float32 operands of that shape (contiguous) or 0-dim.
-bool fusable(const Trace& t, const Plan& p, const TracedNode& n, const Shape& shape) {
-  if (n.op->kind != OpKind::Compute || n.outputs.size() != 1 || expression(n, "a", "b").empty()) return false;
-  if (static_cast<int>(n.inputs.size()) != arity(n.op->name)) return false;
+bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 && contiguous_value(t, v); }
+
+// Note [Loop groups]
+// A loop runs over an iteration space of `rows` rows of `cols` contiguous
+// elements (the last dim), and takes, in graph order:
+// - Elem: an elementwise op (or a reshape) producing rows * cols elements
+//   whose operands broadcast to its output per element, per row (last dim
+//   1), per column (all leading dims 1) or are 0-dim;
+// - RowElem: an elementwise op (or reshape) on per-row values;
+// - RowSum: a sum over the last dim, giving a per-row value;
+// - Head: a layer_norm / rms_norm over the last dim (first node only).
+// Per row, the loop makes one pass over the columns per "phase": a value
+// that needs a row sum is computed in a pass after the one that sums.
+// Elementwise values are recomputed in each pass that needs them (the C++
+// compiler drops the rest), and only values needed after the loop are
+// stored, in the last pass. Nodes that do not fit are moved before the loop
+// when they do not depend on it, after it otherwise; fusable nodes that
+// depend on such a moved-after node stay out. Without per-row or per-column
+// operands the loop is one flat pass over all elements.
+enum class Role : uint8_t { Elem, RowElem, RowSum, Head };
+struct Space {
+  int64_t rows = 0, cols = 0;
+};
+
+// How an elementwise node with output shape `out` reads an operand of shape
+// `in` under broadcasting: 'j' per element, 'r' per row, 'c' per column,
+// 's' 0-dim, 0 not in a loop over out's rows.
+char access_of(const Shape& in, const Shape& out) {
+  if (in.empty()) return 's';
+  if (in.size() > out.size()) return 0;
+  Shape padded(out.size() - in.size(), 1);
+  padded.insert(padded.end(), in.begin(), in.end());
+  if (padded == out) return 'j';
+  if (out.size() < 2) return 0;
+  Shape row = out;
+  row.back() = 1;
+  if (padded == row) return 'r';
+  Shape col(out.size(), 1);
+  col.back() = out.back();
+  return padded == col ? 'c' : 0;
+}
+
+// The role node n can take in a loop over sp, if any.
+std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, Space sp) {
+  if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
   const int out = n.outputs[0];
-  if (dtype_of_value(t, out) != kFloat32 || sizes_of(t, out) != shape) return false;
-  for (int in : n.inputs) {
-    const int v = p.rep[in];
-    if (sizes_of(t, v).empty()) continue;  // a scalar: any dtype, converted once
-    if (dtype_of_value(t, v) != kFloat32 || sizes_of(t, v) != shape || !contiguous_value(t, v)) return false;
+  const Shape& os = sizes_of(t, out);
+  if (os.empty() || !plain_f32(t, out)) return std::nullopt;
+  const int64_t numel = shape_numel(os);
+  const bool elem = numel == sp.rows * sp.cols && os.back() == sp.cols;
+  const bool per_row = sp.cols > 1 && numel == sp.rows;
+  if (!elem && !per_row) return std::nullopt;
+  const int in0 = p.rep[n.inputs[0]];
+  if (n.op->kind == OpKind::View) {  // a reshape: the same elements in the same order
+    if (n.inputs.size() != 1 || !plain_f32(t, in0) || shape_numel(sizes_of(t, in0)) != numel) return std::nullopt;
+    return elem ? Role::Elem : Role::RowElem;
   }
-  return true;
+  if (n.op->kind != OpKind::Compute) return std::nullopt;
+  if (n.op->name == "sum") {
+    const Shape& is = sizes_of(t, in0);
+    const Shape& dims = n.attrs.get_shape("dims");
+    const int64_t last = static_cast<int64_t>(is.size()) - 1;
+    if (!per_row || is.size() < 2 || !plain_f32(t, in0) || is.back() != sp.cols || shape_numel(is) != sp.rows * sp.cols)
+      return std::nullopt;
+    if (dims.size() != 1 || (dims[0] != -1 && dims[0] != last)) return std::nullopt;
+    return Role::RowSum;
+  }
+  if (expression(n, "a", "b").empty() || static_cast<int>(n.inputs.size()) != arity(n.op->name)) return std::nullopt;
+  for (int i : n.inputs) {
+    const int v = p.rep[i];
+    const char a = access_of(sizes_of(t, v), os);
+    if (a == 's') continue;
+    if (!plain_f32(t, v) || a == 0 || (per_row && a != 'j')) return std::nullopt;
+  }
+  return elem ? Role::Elem : Role::RowElem;
 }
 
 // A layer_norm / rms_norm over float32 rows whose output can be computed
@@ -187,6 +269,123 @@ void* load_or_build(const std::string& source, std::string* warning) {
 
 }  // namespace
 
+namespace {
+
+// The iteration space a loop starting at node n would have.
+std::optional<Space> space_from(const Trace& t, const Plan& p, const TracedNode& n) {
+  if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
+  const bool head = row_head(t, p, n);
+  const Shape& s = n.op->name == "sum" ? sizes_of(t, p.rep[n.inputs[0]]) : sizes_of(t, n.outputs[0]);
+  if (s.empty() || s.back() <= 0 || shape_numel(s) == 0) return std::nullopt;
+  const Space sp{shape_numel(s) / s.back(), s.back()};
+  if (head) return n.attrs.get_int("n") == sp.cols ? std::optional<Space>(sp) : std::nullopt;
+  const std::optional<Role> r = n.op->kind == OpKind::View ? std::nullopt : role_in(t, p, n, sp);
+  if (r == Role::Elem || r == Role::RowSum) return sp;
+  return std::nullopt;
+}
+
+struct Member {
+  int node;
+  Role role;
+};
+struct Group {
+  std::vector<Member> members;
+  Space space;
+  bool flat = true;  // no per-row or per-column reads: one flat pass
+};
+
+// An entry of the schedule being built: a node (>= 0) or group g (-1 - g).
+struct Schedule {
+  const Trace& t;
+  const Plan& p;
+  std::vector<Group>& groups;
+  template <class Fn>
+  void reads(int item, Fn&& fn) const {
+    if (item >= 0) {
+      for (int in : t.nodes[item].inputs) fn(p.rep[in]);
+    } else {
+      for (const Member& m : groups[-1 - item].members)
+        for (int in : t.nodes[m.node].inputs) fn(p.rep[in]);
+    }
+  }
+  template <class Fn>
+  void writes(int item, Fn&& fn) const {
+    if (item >= 0) {
+      for (int o : t.nodes[item].outputs) fn(o);
+    } else {
+      for (const Member& m : groups[-1 - item].members)
+        for (int o : t.nodes[m.node].outputs) fn(o);
+    }
+  }
+};
+
+// Tries to grow a group from seq[i]; on success replaces its members in seq
+// by the group's entry, with the nodes it skipped before or after it.
+bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::vector<int>& seq, size_t i) {
+  if (seq[i] < 0) return false;
+  const TracedNode& first = t.nodes[seq[i]];
+  const std::optional<Space> sp = space_from(t, p, first);
+  if (!sp) return false;
+  Group g;
+  g.space = *sp;
+  const Schedule sched{t, p, groups};
+  std::vector<bool> in_group(t.num_values(), false), after(t.num_values(), false);
+  auto take = [&](int node, Role role) {
+    g.members.push_back({node, role});
+    for (int o : t.nodes[node].outputs) in_group[o] = true;
+  };
+  take(seq[i], row_head(t, p, first) ? Role::Head : *role_in(t, p, first, g.space));
+  std::vector<int> before, later;
+  size_t last = i, j = i + 1;
+  for (; j < seq.size() && j - last <= 64; ++j) {
+    bool reads_group = false, reads_later = false;
+    sched.reads(seq[j], [&](int v) {
+      reads_group = reads_group || in_group[v];
+      reads_later = reads_later || after[v];
+    });
+    std::optional<Role> role;
+    // A reshape joins only to pass a value of the loop on inside it.
+    if (seq[j] >= 0 && !reads_later && (t.nodes[seq[j]].op->kind != OpKind::View || reads_group))
+      role = role_in(t, p, t.nodes[seq[j]], g.space);
+    if (role) {
+      take(seq[j], *role);
+      last = j;
+    } else if (!reads_group && !reads_later) {
+      before.push_back(seq[j]);
+    } else {
+      later.push_back(seq[j]);
+      sched.writes(seq[j], [&](int v) { after[v] = true; });
+    }
+  }
+  // Worth a loop: two real ops (not reshapes) or a norm and one.
+  int real = 0;
+  for (const Member& m : g.members) real += t.nodes[m.node].op->kind != OpKind::View;
+  if (real < 2) return false;
+  // Drop what was scanned past the last member.
+  while (!before.empty() && std::find(seq.begin() + last + 1, seq.begin() + j, before.back()) != seq.begin() + j)
+    before.pop_back();
+  while (!later.empty() && std::find(seq.begin() + last + 1, seq.begin() + j, later.back()) != seq.begin() + j)
+    later.pop_back();
+  for (const Member& m : g.members) {
+    if (m.role == Role::RowElem || m.role == Role::RowSum || m.role == Role::Head) g.flat = false;
+    if (m.role != Role::Elem || t.nodes[m.node].op->kind == OpKind::View) continue;
+    for (int in : t.nodes[m.node].inputs) {
+      const char a = access_of(sizes_of(t, p.rep[in]), sizes_of(t, t.nodes[m.node].outputs[0]));
+      if (a == 'r' || a == 'c') g.flat = false;
+    }
+  }
+  std::vector<int> out(seq.begin(), seq.begin() + i);
+  out.insert(out.end(), before.begin(), before.end());
+  out.push_back(-1 - static_cast<int>(groups.size()));
+  out.insert(out.end(), later.begin(), later.end());
+  out.insert(out.end(), seq.begin() + last + 1, seq.end());
+  seq = std::move(out);
+  groups.push_back(std::move(g));
+  return true;
+}
+
+}  // namespace
+
 void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   // Uses of each value outside its node, to know what a loop must write.
   std::vector<int> users_after(t.num_values(), 0);
@@ -201,122 +400,137 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   for (const Trace::Writeback& w : t.writebacks)
     if (w.over >= 0) overwrites.emplace(plan.rep[w.value], plan.rep[w.over]);
 
-  // A group: loop nodes over one shape, plus the 0-dim nodes among them
-  // (scalar conversions of C++ numbers), which run just before the loop.
-  struct Group {
-    std::vector<size_t> loop, prelude;  // positions in plan.order
-    int head = -1;                      // position of a norm computed row by row inside the loop
-  };
-  auto scalar_node = [&](const TracedNode& n) {
-    if (n.op->kind != OpKind::Compute) return false;
-    for (int o : n.outputs)
-      if (!sizes_of(t, o).empty()) return false;
-    for (int in : n.inputs)
-      if (!sizes_of(t, plan.rep[in]).empty()) return false;
-    return true;
-  };
   std::vector<Group> groups;
-  for (size_t i = 0; i < plan.order.size();) {
-    const TracedNode& first = t.nodes[plan.order[i]];
-    const Shape shape = first.outputs.size() == 1 ? sizes_of(t, first.outputs[0]) : Shape{};
-    Group g;
-    if (row_head(t, plan, first)) g.head = static_cast<int>(i);
-    for (size_t j = g.head >= 0 ? i + 1 : i; j < plan.order.size(); ++j) {
-      const TracedNode& n = t.nodes[plan.order[j]];
-      if (!shape.empty() && fusable(t, plan, n, shape)) g.loop.push_back(j);
-      else if (!g.loop.empty() && scalar_node(n)) g.prelude.push_back(j);
-      else break;
+  std::vector<int> seq = plan.order;
+  for (size_t i = 0; i < seq.size(); ++i)
+    while (form_group(t, plan, groups, seq, i)) {
     }
-    if (g.loop.size() < (g.head >= 0 ? 1u : 2u)) {  // one op alone is already a tuned kernel
-      ++i;
-      continue;
-    }
-    while (!g.prelude.empty() && g.prelude.back() > g.loop.back()) g.prelude.pop_back();
-    i = g.loop.back() + 1;
-    groups.push_back(std::move(g));
-  }
   if (groups.empty()) return;
 
   std::ostringstream src;
-  src << "// kiln fused elementwise loops\n#include <cstdint>\n\n"
+  src << "// kiln fused loops\n#include <cstdint>\n\n"
       << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\nextern \"C\" {\n";
   for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff"})
     src << "#pragma omp declare simd notinbranch\nfloat " << f << "(float);\n";
   src << "}\n\n";
   std::vector<std::shared_ptr<FusedKernel>> kernels;
   for (size_t g = 0; g < groups.size(); ++g) {
+    const Group& grp = groups[g];
     auto k = std::make_shared<FusedKernel>();
     k->symbol = "kiln_fused_" + std::to_string(g);
-    std::map<int, std::string> name;  // value -> C++ expression holding it
+    k->cols = grp.flat ? 0 : grp.space.cols;
+    std::map<int, std::string> name;  // value -> C++ name holding it
+    std::map<int, int> phase;         // produced value -> first pass it is known in
+    auto phase_of = [&](int v) { return phase.count(v) ? phase[v] : 0; };
+    struct Line {
+      int phase;
+      std::string text;
+    };
+    std::vector<Line> elem_lines, row_lines;  // per element (inside passes) / per row
+    std::vector<std::pair<int, int>> sums;    // (pass, value summed) per RowSum, by accumulator
+    std::vector<int> sum_out;
     std::vector<int> produced;
-    std::ostringstream body, row_prologue;
-    if (groups[g].head >= 0) {
-      const TracedNode& n = t.nodes[plan.order[groups[g].head]];
-      k->nodes.push_back(plan.order[groups[g].head]);
-      const bool has_w = n.attrs.get_bool("has_weight"), has_b = n.attrs.get_bool("has_bias");
-      const bool rms = n.attrs.get_bool("rms");
-      k->row_len = n.attrs.get_int("n");
-      k->row_x = plan.rep[n.inputs[0]];
-      if (has_w) k->row_w = plan.rep[n.inputs[1]];
-      if (has_b) k->row_b = plan.rep[n.inputs[has_w ? 2 : 1]];
-      for (int in : n.inputs) users_after[plan.rep[in]]--;
-      char eps[40];
-      std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
-      row_prologue << "    const float* xr = rx + r * n;\n    float mean = 0.0f, var = 0.0f;\n";
-      if (!rms) row_prologue << "#pragma omp simd reduction(+ : mean)\n    for (int64_t c = 0; c < n; ++c) mean += xr[c];\n"
-                             << "    mean /= static_cast<float>(n);\n";
-      row_prologue << "#pragma omp simd reduction(+ : var)\n    for (int64_t c = 0; c < n; ++c) var += (xr[c] - mean) * (xr[c] - mean);\n"
-                   << "    const float rstd = 1.0f / __builtin_sqrtf(var / static_cast<float>(n) + " << eps << ");\n";
-      const int out = n.outputs[0];
-      body << "    const float v" << out << " = (xr[c] - mean) * rstd" << (has_w ? " * rw[c]" : "") << (has_b ? " + rb[c]" : "")
-           << ";\n";
-      name[out] = std::string("v").append(std::to_string(out));
-      produced.push_back(out);
-    }
-    for (size_t i : groups[g].loop) {
-      const TracedNode& n = t.nodes[plan.order[i]];
-      k->nodes.push_back(plan.order[i]);
-      std::string operand[2];
-      for (size_t a = 0; a < n.inputs.size(); ++a) {
-        const int v = plan.rep[n.inputs[a]];
-        if (!name.count(v)) {
-          if (sizes_of(t, v).empty()) {
-            name[v] = std::string("s").append(std::to_string(k->scalars.size()));
-            k->scalars.push_back(v);
-          } else {
-            name[v] = std::string("in").append(std::to_string(k->inputs.size())).append("[j]");
-            k->inputs.push_back(v);
-          }
-        }
-        operand[a] = name[v];
+    std::string head_prologue;
+    // An operand as the node reads it: per element, row, column or scalar.
+    auto operand = [&](int v, char access) -> std::string {
+      if (name.count(v)) return name[v];
+      if (access == 's') {
+        k->scalars.push_back(v);
+        return name[v] = "s" + std::to_string(k->scalars.size() - 1);
       }
+      const auto it = std::find(k->inputs.begin(), k->inputs.end(), v);
+      size_t idx = static_cast<size_t>(it - k->inputs.begin());
+      if (it == k->inputs.end()) {
+        k->inputs.push_back(v);
+        k->index.push_back(access);
+      }
+      return "in" + std::to_string(idx) + "[" + std::string(1, access) + "]";
+    };
+    for (const Member& m : grp.members) {
+      const TracedNode& n = t.nodes[m.node];
+      k->nodes.push_back(m.node);
+      for (int in : n.inputs)  // a value read inside the loop that makes it needs no store for this use
+        if (name.count(plan.rep[in])) users_after[plan.rep[in]]--;
       const int out = n.outputs[0];
-      body << "    const float v" << out << " = " << expression(n, operand[0], operand[1]) << ";\n";
-      name[out] = std::string("v").append(std::to_string(out));  // (operator+ trips GCC 12's -Wrestrict)
+      const std::string v = std::string("v").append(std::to_string(out));  // (operator+ trips GCC 12's -Wrestrict)
+      if (m.role == Role::Head) {
+        if (k->space_value < 0) k->space_value = out;
+        const bool has_w = n.attrs.get_bool("has_weight"), has_b = n.attrs.get_bool("has_bias");
+        k->row_x = plan.rep[n.inputs[0]];
+        if (has_w) k->row_w = plan.rep[n.inputs[1]];
+        if (has_b) k->row_b = plan.rep[n.inputs[has_w ? 2 : 1]];
+        char eps[40];
+        std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
+        std::ostringstream pro;
+        pro << "    const float* xr = rx + r * n;\n    float mean = 0.0f, var = 0.0f;\n";
+        if (!n.attrs.get_bool("rms"))
+          pro << "#pragma omp simd reduction(+ : mean)\n    for (int64_t c = 0; c < n; ++c) mean += xr[c];\n"
+              << "    mean /= static_cast<float>(n);\n";
+        pro << "#pragma omp simd reduction(+ : var)\n    for (int64_t c = 0; c < n; ++c) var += (xr[c] - mean) * (xr[c] - mean);\n"
+            << "    const float rstd = 1.0f / __builtin_sqrtf(var / static_cast<float>(n) + " << eps << ");\n";
+        head_prologue = pro.str();
+        elem_lines.push_back({0, "const float " + v + " = (xr[c] - mean) * rstd" + (has_w ? " * rw[c]" : "") +
+                                     (has_b ? " + rb[c]" : "") + ";"});
+        phase[out] = 0;
+      } else if (m.role == Role::RowSum) {
+        const int x = plan.rep[n.inputs[0]];
+        if (k->space_value < 0) k->space_value = x;
+        sums.emplace_back(phase_of(x), -1);
+        const std::string acc = "acc" + std::to_string(sums.size() - 1);
+        sums.back().second = static_cast<int>(elem_lines.size());
+        elem_lines.push_back({phase_of(x), acc + " += " + operand(x, 'j') + ";"});
+        row_lines.push_back({phase_of(x) + 1, "const float " + v + " = " + acc + ";"});
+        phase[out] = phase_of(x) + 1;
+      } else {
+        const bool elem = m.role == Role::Elem;
+        if (elem && k->space_value < 0) k->space_value = out;
+        std::string opnd[2];
+        int ph = 0;
+        for (size_t a = 0; a < n.inputs.size(); ++a) {
+          const int x = plan.rep[n.inputs[a]];
+          // A reshape reads its input in element order.
+          const char access = n.op->kind == OpKind::View ? 'j' : access_of(sizes_of(t, x), sizes_of(t, out));
+          opnd[a] = operand(x, access == 's' ? 's' : elem ? access : 'r');
+          ph = std::max(ph, phase_of(x));
+        }
+        const std::string e = n.op->kind == OpKind::View ? opnd[0] : expression(n, opnd[0], opnd[1]);
+        (elem ? elem_lines : row_lines).push_back({ph, "const float " + v + " = " + e + ";"});
+        phase[out] = ph;
+      }
+      name[out] = v;
       produced.push_back(out);
-      for (int in : n.inputs) users_after[plan.rep[in]]--;
     }
-    // Every input is loaded before any output is stored, in each iteration
-    // j, so an output may overwrite the input it replaces at the same j
-    // (that pointer is then declared without __restrict).
+    // What the loop writes, and in which pass: per-element values in the
+    // last pass (after every load of the iteration, so an output may
+    // overwrite the input it replaces at the same j: that pointer is then
+    // declared without __restrict), per-row values once the row is done.
     auto overwritten_input = [&](int v) {
       const auto it = overwrites.find(v);
-      if (k->row_len > 0 || it == overwrites.end()) return -1;
+      if (!grp.flat || it == overwrites.end()) return -1;
       const auto in = std::find(k->inputs.begin(), k->inputs.end(), it->second);
       const int i = in == k->inputs.end() ? -1 : static_cast<int>(in - k->inputs.begin());
       return std::find(k->in_place.begin(), k->in_place.end(), i) == k->in_place.end() ? i : -1;
     };
+    std::vector<std::string> elem_stores, row_stores;
+    int store_pass = -1;
+    std::vector<bool> view_after(t.num_values(), false);
+    for (auto m = grp.members.rbegin(); m != grp.members.rend(); ++m) {
+      const TracedNode& n = t.nodes[m->node];
+      if (n.op->kind != OpKind::View || (users_after[n.outputs[0]] == 0 && !live_rep[n.outputs[0]])) continue;
+      view_after[n.outputs[0]] = true;
+      k->views_after.insert(k->views_after.begin(), {m->node, plan.rep[n.inputs[0]]});
+      users_after[plan.rep[n.inputs[0]]]++;
+    }
     for (int v : produced)
-      if (users_after[v] > 0 || live_rep[v]) {
+      if (!view_after[v] && (users_after[v] > 0 || live_rep[v])) {
         const int over = overwritten_input(v);
-        body << "    " << (over >= 0 ? "in" + std::to_string(over) : "out" + std::to_string(k->outputs.size())) << "[j] = v"
-             << v << ";\n";
+        const bool per_row = shape_numel(sizes_of(t, v)) != grp.space.rows * grp.space.cols;
+        const std::string dst = over >= 0 ? "in" + std::to_string(over) : "out" + std::to_string(k->outputs.size());
+        (per_row ? row_stores : elem_stores).push_back(dst + (per_row ? "[r] = " : "[j] = ") + name[v] + ";");
+        if (!per_row) store_pass = std::max(store_pass, phase_of(v));
         k->outputs.push_back(v);
         k->in_place.push_back(over);
       }
-    // Row kernels take rows [lo, hi) and the norm's x / weight / bias after
-    // the loop's inputs; element c of row r is at j = r * n + c.
-    const bool rows = k->row_len > 0;
     src << "extern \"C\" void " << k->symbol
         << "(const float* const* in, const float* s, float* const* out, int64_t lo, int64_t hi) {\n";
     for (size_t i = 0; i < k->inputs.size(); ++i) {
@@ -329,17 +543,50 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       if (k->in_place[i] < 0) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
     for (size_t i = 0; i < k->scalars.size(); ++i) src << "  const float s" << i << " = s[" << i << "];\n";
     src << "  (void)in; (void)s; (void)out;\n";
-    if (rows) {
-      const size_t base = k->inputs.size();
-      src << "  const int64_t n = " << k->row_len << ";\n  const float* __restrict rx = in[" << base << "];\n";
-      if (k->row_w >= 0) src << "  const float* __restrict rw = in[" << base + 1 << "];\n";
-      if (k->row_b >= 0) src << "  const float* __restrict rb = in[" << base + (k->row_w >= 0 ? 2 : 1) << "];\n";
-      src << "  for (int64_t r = lo; r < hi; ++r) {\n" << row_prologue.str()
-          << "#pragma omp simd\n    for (int64_t c = 0; c < n; ++c) {\n      const int64_t j = r * n + c;\n"
-          << body.str() << "    }\n  }\n}\n\n";
-    } else {
-      src << "#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n" << body.str() << "  }\n}\n\n";
+    if (grp.flat) {
+      src << "#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n";
+      for (const Line& l : elem_lines) src << "    " << l.text << "\n";
+      for (const std::string& st : elem_stores) src << "    " << st << "\n";
+      src << "  }\n}\n\n";
+      kernels.push_back(k);
+      continue;
     }
+    // Rows [lo, hi); the norm's x / weight / bias come after the loop's inputs.
+    const size_t base = k->inputs.size();
+    src << "  const int64_t n = " << k->cols << ";\n";
+    if (k->row_x >= 0) src << "  const float* __restrict rx = in[" << base << "];\n";
+    if (k->row_w >= 0) src << "  const float* __restrict rw = in[" << base + 1 << "];\n";
+    if (k->row_b >= 0) src << "  const float* __restrict rb = in[" << base + (k->row_w >= 0 ? 2 : 1) << "];\n";
+    src << "  for (int64_t r = lo; r < hi; ++r) {\n" << head_prologue;
+    int last_pass = store_pass;
+    for (const auto& [pass, line] : sums) last_pass = std::max(last_pass, pass);
+    auto emit_row_lines = [&](int pass) {
+      for (const Line& l : row_lines)
+        if (l.phase == pass) src << "    " << l.text << "\n";
+    };
+    for (int pass = 0; pass <= last_pass; ++pass) {
+      emit_row_lines(pass);
+      std::string accs;
+      for (size_t a = 0; a < sums.size(); ++a)
+        if (sums[a].first == pass) {
+          src << "    float acc" << a << " = 0.0f;\n";
+          accs += (accs.empty() ? "" : ", ") + std::string("acc") + std::to_string(a);
+        }
+      if (accs.empty() && pass != store_pass) continue;
+      src << "#pragma omp simd" << (accs.empty() ? "" : " reduction(+ : " + accs + ")")
+          << "\n    for (int64_t c = 0; c < n; ++c) {\n      const int64_t j = r * n + c;\n      (void)j;\n";
+      for (size_t l = 0; l < elem_lines.size(); ++l) {
+        const bool sum_line = std::any_of(sums.begin(), sums.end(), [&](auto& s) { return s.second == static_cast<int>(l); });
+        if (sum_line ? elem_lines[l].phase == pass : elem_lines[l].phase <= pass)
+          src << "      " << elem_lines[l].text << "\n";
+      }
+      if (pass == store_pass)
+        for (const std::string& st : elem_stores) src << "      " << st << "\n";
+      src << "    }\n";
+    }
+    emit_row_lines(last_pass + 1);
+    for (const std::string& st : row_stores) src << "    " << st << "\n";
+    src << "  }\n}\n\n";
     kernels.push_back(k);
   }
   plan.source = src.str();
@@ -352,25 +599,12 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       return;
     }
   }
-  // Each group becomes its scalar nodes, then one entry for the loop.
+  // Each group runs as one entry, where the schedule put it.
   std::vector<int> order;
   std::vector<std::shared_ptr<FusedKernel>> fused;
-  std::vector<int> group_at(plan.order.size(), -1);  // position -> group it belongs to
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t i : groups[g].loop) group_at[i] = static_cast<int>(g);
-    if (groups[g].head >= 0) group_at[groups[g].head] = static_cast<int>(g);
-    for (size_t i : groups[g].prelude) group_at[i] = static_cast<int>(g);
-  }
-  for (size_t i = 0; i < plan.order.size(); ++i) {
-    const int g = group_at[i];
-    if (g < 0) {
-      order.push_back(plan.order[i]);
-      fused.push_back(nullptr);
-    } else if (i == (groups[g].head >= 0 ? static_cast<size_t>(groups[g].head) : groups[g].loop.front())) {
-      for (size_t p : groups[g].prelude) order.push_back(plan.order[p]), fused.push_back(nullptr);
-      order.push_back(plan.order[i]);
-      fused.push_back(kernels[g]);
-    }
+  for (int item : seq) {
+    order.push_back(item >= 0 ? item : kernels[-1 - item]->nodes.front());
+    fused.push_back(item >= 0 ? nullptr : kernels[-1 - item]);
   }
   plan.order = std::move(order);
   plan.fused = std::move(fused);
@@ -380,24 +614,25 @@ const std::vector<int>& fused_nodes(const FusedKernel& k) { return k.nodes; }
 int64_t compiler_runs() { return compiler_run_count.load(); }
 
 bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) {
-  const Shape& shape = t.values[t.nodes[k.nodes.front()].outputs[0]]->sizes;
+  // The structure key fixes dtypes and layouts, but not every size under
+  // dynamic shapes: check before trusting the loop.
+  const Shape& shape = sizes_of(t, k.space_value);
   const int64_t n = shape_numel(shape);
+  const int64_t cols = k.cols > 0 ? shape.back() : n;
+  if (k.cols > 0 && cols != k.cols) return false;
+  const int64_t rows = cols > 0 ? n / cols : 0;
   std::vector<const float*> in;
-  for (int v : k.inputs) {
-    const Tensor& x = vals[v];
-    // The structure key fixes dtypes and layouts, but not every size under
-    // dynamic shapes: check before trusting the loop.
-    if (x.dtype() != kFloat32 || x.numel() != n || !x.is_contiguous()) return false;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const Tensor& x = vals[k.inputs[i]];
+    const int64_t want = k.index[i] == 'j' ? n : k.index[i] == 'r' ? rows : cols;
+    if (x.dtype() != kFloat32 || x.numel() != want || !x.is_contiguous()) return false;
     in.push_back(x.data_ptr<float>());
   }
-  if (k.row_len > 0) {
-    for (int v : {k.row_x, k.row_w, k.row_b}) {
-      if (v < 0) continue;
-      const Tensor& x = vals[v];
-      const int64_t want = v == k.row_x ? n : k.row_len;
-      if (x.dtype() != kFloat32 || x.numel() != want || !x.is_contiguous()) return false;
-      in.push_back(x.data_ptr<float>());
-    }
+  for (int v : {k.row_x, k.row_w, k.row_b}) {
+    if (v < 0) continue;
+    const Tensor& x = vals[v];
+    if (x.dtype() != kFloat32 || x.numel() != (v == k.row_x ? n : cols) || !x.is_contiguous()) return false;
+    in.push_back(x.data_ptr<float>());
   }
   std::vector<float> scalars;
   for (int v : k.scalars) {
@@ -405,7 +640,7 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     scalars.push_back(vals[v].item<float>());
   }
   // An input overwritten in place must not overlap the others (the loop
-  // declares them __restrict).
+  // declares them __restrict); only flat loops write in place.
   for (int over : k.in_place) {
     if (over < 0) continue;
     const float* a = in[static_cast<size_t>(over)];
@@ -415,13 +650,18 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
   std::vector<float*> out;
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const int v = k.outputs[o];
-    vals[v] = k.in_place[o] >= 0 ? vals[k.inputs[static_cast<size_t>(k.in_place[o])]] : empty(shape, kFloat32);
+    vals[v] = k.in_place[o] >= 0 ? vals[k.inputs[static_cast<size_t>(k.in_place[o])]] : empty(sizes_of(t, v), kFloat32);
     out.push_back(vals[v].data_ptr<float>());
   }
   const FusedFn fn = k.fn;
-  const int64_t work = k.row_len > 0 ? n / k.row_len : n;  // rows, or elements
-  const int64_t grain = k.row_len > 0 ? std::max<int64_t>(1, 32768 / k.row_len) : 32768;
+  const int64_t work = k.cols > 0 ? rows : n;  // rows, or elements
+  const int64_t grain = k.cols > 0 ? std::max<int64_t>(1, 32768 / k.cols) : 32768;
   parallel_for(0, work, grain, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
+  for (const auto& [node, source] : k.views_after) {
+    const TracedNode& n = t.nodes[node];
+    const Tensor src[] = {vals[source]};
+    vals[n.outputs[0]] = run_kernel(*n.op, src, n.attrs)[0];
+  }
   return true;
 }
 
