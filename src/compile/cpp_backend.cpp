@@ -53,6 +53,7 @@ struct FusedKernel {
   // Reshapes inside the loop whose results are needed after it: run as
   // views of their (stored) source once the loop is done.
   std::vector<std::pair<int, int>> views_after;  // (node, its input)
+  std::vector<int> col_sums;  // outputs (indices) that are ColSums: out[] holds the chunks' partial rows
   std::string symbol;
   FusedFn fn = nullptr;
 };
@@ -127,6 +128,10 @@ bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 
 //   1), per column (all leading dims 1) or are 0-dim;
 // - RowElem: an elementwise op (or reshape) on per-row values;
 // - RowSum: a sum over the last dim, giving a per-row value;
+// - ColSum: a sum over all dims but the last (a bias or norm weight
+//   gradient): each fixed chunk of rows sums into its own partial row, and
+//   the partial rows are added in chunk order after the loop, so the result
+//   does not depend on the thread count. It is known only after the loop;
 // - Head: a layer_norm / rms_norm over the last dim (first node only).
 // Per row, the loop makes one pass over the columns per "phase": a value
 // that needs a row sum is computed in a pass after the one that sums.
@@ -136,7 +141,10 @@ bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 
 // when they do not depend on it, after it otherwise; fusable nodes that
 // depend on such a moved-after node stay out. Without per-row or per-column
 // operands the loop is one flat pass over all elements.
-enum class Role : uint8_t { Elem, RowElem, RowSum, Head };
+enum class Role : uint8_t { Elem, RowElem, RowSum, ColSum, Head };
+
+// Rows per call of a row loop (a fixed chunk: ColSum's partial rows).
+int64_t chunk_rows(int64_t cols) { return std::max<int64_t>(1, 32768 / cols); }
 struct Space {
   int64_t rows = 0, cols = 0;
 };
@@ -166,24 +174,29 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
   const Shape& os = sizes_of(t, out);
   if (os.empty() || !plain_f32(t, out)) return std::nullopt;
   const int64_t numel = shape_numel(os);
+  const int in0 = p.rep[n.inputs[0]];
+  if (n.op->name == "sum" && n.op->kind == OpKind::Compute) {
+    const Shape& is = sizes_of(t, in0);
+    const int64_t rank = static_cast<int64_t>(is.size());
+    if (rank < 2 || !plain_f32(t, in0) || is.back() != sp.cols || shape_numel(is) != sp.rows * sp.cols) return std::nullopt;
+    std::vector<bool> reduced(static_cast<size_t>(rank), false);
+    for (int64_t d : n.attrs.get_shape("dims")) {
+      if (d < -rank || d >= rank) return std::nullopt;
+      reduced[static_cast<size_t>(d < 0 ? d + rank : d)] = true;
+    }
+    const int64_t count = std::count(reduced.begin(), reduced.end(), true);
+    if (sp.cols > 1 && numel == sp.rows && count == 1 && reduced.back()) return Role::RowSum;
+    if (sp.rows > 1 && numel == sp.cols && count == rank - 1 && !reduced.back()) return Role::ColSum;
+    return std::nullopt;
+  }
   const bool elem = numel == sp.rows * sp.cols && os.back() == sp.cols;
   const bool per_row = sp.cols > 1 && numel == sp.rows;
   if (!elem && !per_row) return std::nullopt;
-  const int in0 = p.rep[n.inputs[0]];
   if (n.op->kind == OpKind::View) {  // a reshape: the same elements in the same order
     if (n.inputs.size() != 1 || !plain_f32(t, in0) || shape_numel(sizes_of(t, in0)) != numel) return std::nullopt;
     return elem ? Role::Elem : Role::RowElem;
   }
   if (n.op->kind != OpKind::Compute) return std::nullopt;
-  if (n.op->name == "sum") {
-    const Shape& is = sizes_of(t, in0);
-    const Shape& dims = n.attrs.get_shape("dims");
-    const int64_t last = static_cast<int64_t>(is.size()) - 1;
-    if (!per_row || is.size() < 2 || !plain_f32(t, in0) || is.back() != sp.cols || shape_numel(is) != sp.rows * sp.cols)
-      return std::nullopt;
-    if (dims.size() != 1 || (dims[0] != -1 && dims[0] != last)) return std::nullopt;
-    return Role::RowSum;
-  }
   if (expression(n, "a", "b").empty() || static_cast<int>(n.inputs.size()) != arity(n.op->name)) return std::nullopt;
   for (int i : n.inputs) {
     const int v = p.rep[i];
@@ -276,11 +289,16 @@ std::optional<Space> space_from(const Trace& t, const Plan& p, const TracedNode&
   if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
   const bool head = row_head(t, p, n);
   const Shape& s = n.op->name == "sum" ? sizes_of(t, p.rep[n.inputs[0]]) : sizes_of(t, n.outputs[0]);
+  if (s.size() >= 2 && n.op->name == "sum" && shape_numel(s) > 0) {  // a row or column sum starts a loop over its input
+    const Space sp{shape_numel(s) / s.back(), s.back()};
+    const std::optional<Role> r = role_in(t, p, n, sp);
+    return r ? std::optional<Space>(sp) : std::nullopt;
+  }
   if (s.empty() || s.back() <= 0 || shape_numel(s) == 0) return std::nullopt;
   const Space sp{shape_numel(s) / s.back(), s.back()};
   if (head) return n.attrs.get_int("n") == sp.cols ? std::optional<Space>(sp) : std::nullopt;
   const std::optional<Role> r = n.op->kind == OpKind::View ? std::nullopt : role_in(t, p, n, sp);
-  if (r == Role::Elem || r == Role::RowSum) return sp;
+  if (r == Role::Elem) return sp;
   return std::nullopt;
 }
 
@@ -333,6 +351,8 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
   auto take = [&](int node, Role role) {
     g.members.push_back({node, role});
     for (int o : t.nodes[node].outputs) in_group[o] = true;
+    if (role == Role::ColSum)  // known after the loop only
+      for (int o : t.nodes[node].outputs) after[o] = true;
   };
   take(seq[i], row_head(t, p, first) ? Role::Head : *role_in(t, p, first, g.space));
   std::vector<int> before, later;
@@ -367,7 +387,7 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
   while (!later.empty() && std::find(seq.begin() + last + 1, seq.begin() + j, later.back()) != seq.begin() + j)
     later.pop_back();
   for (const Member& m : g.members) {
-    if (m.role == Role::RowElem || m.role == Role::RowSum || m.role == Role::Head) g.flat = false;
+    if (m.role != Role::Elem) g.flat = false;
     if (m.role != Role::Elem || t.nodes[m.node].op->kind == OpKind::View) continue;
     for (int in : t.nodes[m.node].inputs) {
       const char a = access_of(sizes_of(t, p.rep[in]), sizes_of(t, t.nodes[m.node].outputs[0]));
@@ -428,15 +448,15 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     };
     std::vector<Line> elem_lines, row_lines;  // per element (inside passes) / per row
     std::vector<std::pair<int, int>> sums;    // (pass, value summed) per RowSum, by accumulator
-    std::vector<int> sum_out;
     std::vector<int> produced;
+    std::vector<std::pair<int, int>> col_sums;  // (value summed, result) per ColSum
     std::string head_prologue;
     // An operand as the node reads it: per element, row, column or scalar.
     auto operand = [&](int v, char access) -> std::string {
       if (name.count(v)) return name[v];
       if (access == 's') {
         k->scalars.push_back(v);
-        return name[v] = "s" + std::to_string(k->scalars.size() - 1);
+        return name[v] = std::string("s").append(std::to_string(k->scalars.size() - 1));
       }
       const auto it = std::find(k->inputs.begin(), k->inputs.end(), v);
       size_t idx = static_cast<size_t>(it - k->inputs.begin());
@@ -444,7 +464,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         k->inputs.push_back(v);
         k->index.push_back(access);
       }
-      return "in" + std::to_string(idx) + "[" + std::string(1, access) + "]";
+      return std::string("in").append(std::to_string(idx)).append("[").append(1, access).append("]");
     };
     for (const Member& m : grp.members) {
       const TracedNode& n = t.nodes[m.node];
@@ -472,6 +492,11 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         elem_lines.push_back({0, "const float " + v + " = (xr[c] - mean) * rstd" + (has_w ? " * rw[c]" : "") +
                                      (has_b ? " + rb[c]" : "") + ";"});
         phase[out] = 0;
+      } else if (m.role == Role::ColSum) {
+        const int x = plan.rep[n.inputs[0]];
+        if (k->space_value < 0) k->space_value = x;
+        col_sums.emplace_back(x, out);
+        continue;  // not a value of the loop
       } else if (m.role == Role::RowSum) {
         const int x = plan.rep[n.inputs[0]];
         if (k->space_value < 0) k->space_value = x;
@@ -531,6 +556,15 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         k->outputs.push_back(v);
         k->in_place.push_back(over);
       }
+    for (const auto& [x, result] : col_sums) {  // added into the chunk's partial row, in the last pass
+      const std::string summed = name.count(x) ? name[x] : operand(x, 'j');
+      store_pass = std::max(store_pass, phase_of(x));
+      elem_stores.push_back(std::string("p").append(std::to_string(k->outputs.size())).append("[c] += ").append(summed) + ";");
+      k->col_sums.push_back(static_cast<int>(k->outputs.size()));
+      k->outputs.push_back(result);
+      k->in_place.push_back(-1);
+    }
+    auto is_col_sum = [&](size_t o) { return std::count(k->col_sums.begin(), k->col_sums.end(), static_cast<int>(o)) > 0; };
     src << "extern \"C\" void " << k->symbol
         << "(const float* const* in, const float* s, float* const* out, int64_t lo, int64_t hi) {\n";
     for (size_t i = 0; i < k->inputs.size(); ++i) {
@@ -540,7 +574,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         src << "  const float* __restrict in" << i << " = in[" << i << "];\n";
     }
     for (size_t i = 0; i < k->outputs.size(); ++i)
-      if (k->in_place[i] < 0) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
+      if (k->in_place[i] < 0 && !is_col_sum(i)) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
     for (size_t i = 0; i < k->scalars.size(); ++i) src << "  const float s" << i << " = s[" << i << "];\n";
     src << "  (void)in; (void)s; (void)out;\n";
     if (grp.flat) {
@@ -554,6 +588,9 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     // Rows [lo, hi); the norm's x / weight / bias come after the loop's inputs.
     const size_t base = k->inputs.size();
     src << "  const int64_t n = " << k->cols << ";\n";
+    for (int o : k->col_sums)  // this call's chunk of rows sums into its own partial row
+      src << "  float* __restrict p" << o << " = out[" << o << "] + (lo / " << chunk_rows(k->cols) << ") * n;\n"
+          << "  for (int64_t c = 0; c < n; ++c) p" << o << "[c] = 0.0f;\n";
     if (k->row_x >= 0) src << "  const float* __restrict rx = in[" << base << "];\n";
     if (k->row_w >= 0) src << "  const float* __restrict rw = in[" << base + 1 << "];\n";
     if (k->row_b >= 0) src << "  const float* __restrict rb = in[" << base + (k->row_w >= 0 ? 2 : 1) << "];\n";
@@ -647,16 +684,38 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     for (size_t i = 0; i < k.inputs.size(); ++i)
       if (static_cast<int>(i) != over && in[i] < a + n && a < in[i] + n) return false;
   }
+  const FusedFn fn = k.fn;
+  const int64_t chunk = k.cols > 0 ? chunk_rows(k.cols) : 0, chunks = k.cols > 0 ? (rows + chunk - 1) / chunk : 0;
   std::vector<float*> out;
+  std::vector<Tensor> partial(k.outputs.size());
   for (size_t o = 0; o < k.outputs.size(); ++o) {
     const int v = k.outputs[o];
+    if (std::count(k.col_sums.begin(), k.col_sums.end(), static_cast<int>(o))) {
+      partial[o] = empty({std::max<int64_t>(chunks, 1), cols}, kFloat32);
+      out.push_back(partial[o].data_ptr<float>());
+      continue;
+    }
     vals[v] = k.in_place[o] >= 0 ? vals[k.inputs[static_cast<size_t>(k.in_place[o])]] : empty(sizes_of(t, v), kFloat32);
     out.push_back(vals[v].data_ptr<float>());
   }
-  const FusedFn fn = k.fn;
-  const int64_t work = k.cols > 0 ? rows : n;  // rows, or elements
-  const int64_t grain = k.cols > 0 ? std::max<int64_t>(1, 32768 / k.cols) : 32768;
-  parallel_for(0, work, grain, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
+  if (k.cols == 0) {
+    parallel_for(0, n, 32768, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
+  } else {
+    parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t ch = b; ch < e; ++ch)
+        fn(in.data(), scalars.data(), out.data(), ch * chunk, std::min(rows, (ch + 1) * chunk));
+    });
+  }
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    if (!partial[o].defined()) continue;
+    // The chunks' partial rows, added in chunk order.
+    Tensor result = zeros(sizes_of(t, k.outputs[o]), kFloat32);
+    float* r = result.data_ptr<float>();
+    const float* p = partial[o].data_ptr<float>();
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      for (int64_t c = 0; c < cols; ++c) r[c] += p[ch * cols + c];
+    vals[k.outputs[o]] = result;
+  }
   for (const auto& [node, source] : k.views_after) {
     const TracedNode& n = t.nodes[node];
     const Tensor src[] = {vals[source]};
