@@ -95,6 +95,9 @@ int folded_constants(const CallSite& site);
 ExplainOutput explain_output(const CallSite& site);
 // How many times this process ran the system C++ compiler (cpp backend).
 int64_t compiler_runs();
+// How many generated loops this process ran (cpp backend; a loop whose
+// inputs did not fit and ran op by op is not counted).
+int64_t fused_loop_runs();
 
 class Tracer;
 

@@ -229,7 +229,7 @@ void make_dirs(const std::string& path) {
     if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
 }
 
-std::atomic<int64_t> compiler_run_count{0};
+std::atomic<int64_t> compiler_run_count{0}, fused_run_count{0};
 
 // Loaded shared objects by cache file, kept open for the process's life.
 std::mutex so_mu;
@@ -649,6 +649,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
 
 const std::vector<int>& fused_nodes(const FusedKernel& k) { return k.nodes; }
 int64_t compiler_runs() { return compiler_run_count.load(); }
+int64_t fused_loop_runs() { return fused_run_count.load(); }
 
 bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) {
   // The structure key fixes dtypes and layouts, but not every size under
@@ -685,6 +686,7 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
       if (static_cast<int>(i) != over && in[i] < a + n && a < in[i] + n) return false;
   }
   const FusedFn fn = k.fn;
+  fused_run_count++;
   const int64_t chunk = k.cols > 0 ? chunk_rows(k.cols) : 0, chunks = k.cols > 0 ? (rows + chunk - 1) / chunk : 0;
   std::vector<float*> out;
   std::vector<Tensor> partial(k.outputs.size());

@@ -100,6 +100,55 @@ TEST_F(Compile, NormsFuseIntoTheLoopsThatConsumeThem) {
   expect_same(r[1], exp(layer_norm(x, {48}, w, b)) + 1.0, "consumer");
 }
 
+TEST_F(Compile, BroadcastsRowSumsAndColumnSumsRunInOneLoop) {
+  manual_seed(67);
+  // Per-column (bias), per-row (scale) and 0-dim operands, a row sum used
+  // inside the loop, a reshape, and two column sums over odd sizes: one
+  // generated loop, equal to eager.
+  auto fn = [](const Tensor& x, const Tensor& bias, const Tensor& scale) {
+    const Tensor y = (x + bias) * scale;
+    const Tensor centred = y - y.sum({-1}, true) / 129.0;
+    const Tensor flat = (centred * 0.5).view({-1, 129});
+    return std::vector<Tensor>{centred, (flat * x.view({-1, 129})).sum({0}), centred.sum({0, 1}, true)};
+  };
+  auto f = compile(fn);
+  for (int64_t rows : {37, 300}) {
+    const Tensor x = randn({3, rows, 129}), bias = randn({129}), scale = randn({3, rows, 1});
+    const int64_t loops = compiler::detail::fused_loop_runs();
+    const std::vector<Tensor> got = f(x, bias, scale), want = fn(x, bias, scale);
+    EXPECT_EQ(compiler::detail::fused_loop_runs() - loops, 1) << rows;
+    for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], "rows " + std::to_string(rows) + " result " + std::to_string(i), 1e-4);
+  }
+  // Operands the loop cannot index (a transposed input, a broadcast over a
+  // leading dim) and zero rows run op by op, with the same results.
+  const Tensor xt = randn({129, 37}).t().unsqueeze(0), bias = randn({129}), scale = randn({37, 1});
+  const std::vector<Tensor> got = f(xt, bias, scale), want = fn(xt, bias, scale);
+  for (size_t i = 0; i < got.size(); ++i) expect_same(got[i], want[i], "fallback result " + std::to_string(i), 1e-4);
+  const Tensor x0 = randn({3, 0, 129}), s0 = randn({3, 0, 1});
+  const std::vector<Tensor> got0 = f(x0, bias, s0), want0 = fn(x0, bias, s0);
+  for (size_t i = 0; i < got0.size(); ++i) expect_same(got0[i], want0[i], "zero rows result " + std::to_string(i));
+}
+
+TEST_F(Compile, LayerNormAndGeluBackwardsFuseWithTheirGradientSums) {
+  manual_seed(68);
+  // The backward of layer_norm (row sums), of the bias adds (column sums)
+  // and of tanh-GELU become generated loops; gradients equal eager's.
+  const Tensor w = randn({48}).requires_grad_(), b = randn({48}).requires_grad_();
+  const Tensor w1 = (randn({48, 96}) * 0.2).requires_grad_(), b1 = randn({96}).requires_grad_();
+  auto fn = [&](const Tensor& x) { return (gelu(matmul(layer_norm(x, {48}, w, b), w1) + b1, "tanh") * x.sum({-1}, true)).sum(); };
+  auto f = compile(fn);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor x = randn({5, 31, 48}).requires_grad_();
+    const Tensor lc = f(x), le = fn(x);
+    const int64_t loops = compiler::detail::fused_loop_runs();
+    const auto gc = autograd::grad({lc}, {x, w, b, w1, b1}), ge = autograd::grad({le}, {x, w, b, w1, b1});
+    EXPECT_GE(compiler::detail::fused_loop_runs() - loops, 2) << call;
+    expect_same(lc, le, "loss", 1e-4);
+    const char* names[] = {"dx", "dw", "db", "dw1", "db1"};
+    for (size_t i = 0; i < gc.size(); ++i) expect_same(gc[i], ge[i], std::string(names[i]) + " call " + std::to_string(call), 1e-3);
+  }
+}
+
 TEST_F(Compile, MlpLayerNormGeluResidualAndLossWithGradients) {
   manual_seed(61);
   nn::Linear fc1(16, 32), fc2(32, 16);
