@@ -35,8 +35,11 @@ struct FusedKernel {
   std::vector<int> nodes;    // in order; run one by one when the loop cannot be used
   std::vector<int> inputs;   // tensor inputs
   // Per input: how the loop indexes it, 'j' per element (rows * cols
-  // elements), 'r' per row (rows elements), 'c' per column (cols elements).
+  // elements), 'r' per row (rows elements), 'c' per column (cols elements),
+  // 'q' as rows of `width` elements placed in a column range (the input of
+  // a slice_backward over the last dim).
   std::vector<char> index;
+  std::vector<int64_t> width;
   std::vector<int> scalars;  // 0-dim inputs, read once per call
   std::vector<int> outputs;  // values needed after the loop
   // Per output: the index in inputs of the graph input it overwrites in
@@ -132,7 +135,10 @@ bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 
 //   gradient): each fixed chunk of rows sums into its own partial row, and
 //   the partial rows are added in chunk order after the loop, so the result
 //   does not depend on the thread count. It is known only after the loop;
-// - Head: a layer_norm / rms_norm over the last dim (first node only).
+// - Head: a layer_norm / rms_norm over the last dim (first node only);
+// slice_backward over the last dim (the gradient of a slice of columns, as
+// in a fused QKV projection) is an Elem that reads its input in a column
+// range and is 0 elsewhere.
 // Per row, the loop makes one pass over the columns per "phase": a value
 // that needs a row sum is computed in a pass after the one that sums.
 // Elementwise values are recomputed in each pass that needs them (the C++
@@ -167,6 +173,25 @@ char access_of(const Shape& in, const Shape& out) {
   return padded == col ? 'c' : 0;
 }
 
+// For a slice_backward over the last dim with step 1: the column range
+// [start, end) its input fills.
+std::optional<std::pair<int64_t, int64_t>> slice_columns(const Trace& t, const Plan& p, const TracedNode& n) {
+  const int in = p.rep[n.inputs[0]];
+  const Shape& is = sizes_of(t, in);
+  const Shape& os = sizes_of(t, n.outputs[0]);
+  const int64_t rank = static_cast<int64_t>(os.size());
+  if (rank == 0 || is.size() != os.size() || !plain_f32(t, in) || n.attrs.get_int("step") != 1) return std::nullopt;
+  const int64_t dim = n.attrs.get_int("dim");
+  if (dim != rank - 1 && dim != -1) return std::nullopt;
+  const int64_t cols = os.back();
+  auto clampi = [cols](int64_t v) { return std::clamp(v < 0 ? v + cols : v, int64_t{0}, cols); };
+  const int64_t start = clampi(n.attrs.get_int("start")), end = std::max(clampi(n.attrs.get_int("end")), start);
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (is[d] != os[d]) return std::nullopt;
+  if (is.back() != end - start || end == start) return std::nullopt;
+  return std::make_pair(start, end);
+}
+
 // The role node n can take in a loop over sp, if any.
 std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, Space sp) {
   if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
@@ -197,6 +222,7 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
     return elem ? Role::Elem : Role::RowElem;
   }
   if (n.op->kind != OpKind::Compute) return std::nullopt;
+  if (n.op->name == "slice_backward") return elem && slice_columns(t, p, n) ? std::optional<Role>(Role::Elem) : std::nullopt;
   if (expression(n, "a", "b").empty() || static_cast<int>(n.inputs.size()) != arity(n.op->name)) return std::nullopt;
   for (int i : n.inputs) {
     const int v = p.rep[i];
@@ -388,6 +414,7 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
     later.pop_back();
   for (const Member& m : g.members) {
     if (m.role != Role::Elem) g.flat = false;
+    if (t.nodes[m.node].op->name == "slice_backward") g.flat = false;  // reads by column
     if (m.role != Role::Elem || t.nodes[m.node].op->kind == OpKind::View) continue;
     for (int in : t.nodes[m.node].inputs) {
       const char a = access_of(sizes_of(t, p.rep[in]), sizes_of(t, t.nodes[m.node].outputs[0]));
@@ -463,7 +490,9 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       if (it == k->inputs.end()) {
         k->inputs.push_back(v);
         k->index.push_back(access);
+        k->width.push_back(access == 'q' ? sizes_of(t, v).back() : 0);
       }
+      if (access == 'q') return std::string("in").append(std::to_string(idx));  // the caller indexes it
       return std::string("in").append(std::to_string(idx)).append("[").append(1, access).append("]");
     };
     for (const Member& m : grp.members) {
@@ -515,10 +544,16 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
           const int x = plan.rep[n.inputs[a]];
           // A reshape reads its input in element order.
           const char access = n.op->kind == OpKind::View ? 'j' : access_of(sizes_of(t, x), sizes_of(t, out));
-          opnd[a] = operand(x, access == 's' ? 's' : elem ? access : 'r');
+          if (n.op->name != "slice_backward") opnd[a] = operand(x, access == 's' ? 's' : elem ? access : 'r');
           ph = std::max(ph, phase_of(x));
         }
-        const std::string e = n.op->kind == OpKind::View ? opnd[0] : expression(n, opnd[0], opnd[1]);
+        std::string e = n.op->kind == OpKind::View ? opnd[0] : expression(n, opnd[0], opnd[1]);
+        if (n.op->name == "slice_backward") {
+          const auto [start, end] = *slice_columns(t, plan, n);
+          const int x = plan.rep[n.inputs[0]];
+          const std::string w = std::to_string(end - start), a = std::to_string(start), b = std::to_string(end);
+          e = "(c >= " + a + " && c < " + b + " ? " + operand(x, 'q') + "[r * " + w + " + c - " + a + "] : 0.0f)";
+        }
         (elem ? elem_lines : row_lines).push_back({ph, "const float " + v + " = " + e + ";"});
         phase[out] = ph;
       }
@@ -662,7 +697,7 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
   std::vector<const float*> in;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const Tensor& x = vals[k.inputs[i]];
-    const int64_t want = k.index[i] == 'j' ? n : k.index[i] == 'r' ? rows : cols;
+    const int64_t want = k.index[i] == 'j' ? n : k.index[i] == 'r' ? rows : k.index[i] == 'q' ? rows * k.width[i] : cols;
     if (x.dtype() != kFloat32 || x.numel() != want || !x.is_contiguous()) return false;
     in.push_back(x.data_ptr<float>());
   }

@@ -149,6 +149,29 @@ TEST_F(Compile, LayerNormAndGeluBackwardsFuseWithTheirGradientSums) {
   }
 }
 
+TEST_F(Compile, GradientsOfColumnSlicesAreWrittenByOneLoop) {
+  manual_seed(69);
+  // Three column slices of one tensor (a fused QKV projection): their
+  // gradients (slice_backward, zero outside the slice) and the sum of them
+  // become one loop, with the bias gradient; equal to eager.
+  const Tensor bias = randn({120}).requires_grad_();
+  auto fn = [&](const Tensor& x, const Tensor& a) {
+    const Tensor h = x + bias;
+    return (h.narrow(2, 0, 40) * a + h.narrow(2, 40, 40) * h.narrow(2, 80, 40).exp() + h.narrow(2, 7, 3).sum({-1}, true)).sum();
+  };
+  auto f = compile(fn);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor x = randn({3, 37, 120}).requires_grad_(), a = randn({3, 37, 40});
+    const Tensor lc = f(x, a), le = fn(x, a);
+    const int64_t loops = compiler::detail::fused_loop_runs();
+    const auto gc = autograd::grad({lc}, {x, bias}), ge = autograd::grad({le}, {x, bias});
+    EXPECT_GE(compiler::detail::fused_loop_runs() - loops, 1) << call;
+    expect_same(lc, le, "loss", 1e-4);
+    expect_same(gc[0], ge[0], "dx call " + std::to_string(call), 1e-4);
+    expect_same(gc[1], ge[1], "dbias call " + std::to_string(call), 1e-3);
+  }
+}
+
 TEST_F(Compile, MlpLayerNormGeluResidualAndLossWithGradients) {
   manual_seed(61);
   nn::Linear fc1(16, 32), fc2(32, 16);
