@@ -28,13 +28,19 @@ struct AccumulateGrad final : Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     auto impl = leaf.lock();
     if (!impl) return {};
-    Tensor g = grads[0];
+    Tensor g = std::move(grads[0]);
     AutogradMeta& m = *impl->autograd;
     for (auto& hook : m.hooks) {
       Tensor r = hook(g);
       if (r.defined()) g = r;
     }
-    if (!m.grad.defined()) m.grad = g.clone();
+    if (!m.grad.defined()) {
+      // As PyTorch: a gradient nothing else holds (no other tensor, no view
+      // of its memory) becomes .grad itself instead of being copied.
+      const bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->is_view &&
+                        g.is_contiguous() && !g.requires_grad() && g.sizes() == impl->sizes;
+      m.grad = sole ? g : g.clone();
+    }
     else m.grad.add_(g);
     return {};
   }

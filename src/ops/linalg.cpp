@@ -60,6 +60,14 @@ static Tensor matmul_impl(const Tensor& a, const Tensor& b, Tensor* out) {
         ops::shape_str(a.sizes()), " and ", ops::shape_str(b.sizes()));
   check_pair(a, b, "matmul");
   // 1-D operands become matrices and the added dim is removed afterwards.
+  if (a.dim() >= 3 && b.dim() == 2 && !out) {
+    // (..., M, K) x (K, N): one (... * M, K) x (K, N) product, as torch.matmul
+    // folds it, so the weight's gradient is one product too rather than a
+    // product per batch entry summed over the batch.
+    Shape rows = a.sizes();
+    rows.back() = b.size(1);
+    return batched(a.reshape({-1, a.size(-1)}), b, nullptr).view(rows);
+  }
   const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
   if (a.dim() > 1 && b.dim() > 1) return batched(a2, b2, out);

@@ -20,6 +20,23 @@ TEST(Autograd, GradientsAccumulateIntoLeaves) {
   expect_close(x.grad(), {7, 7, 7}, 0, 0, "explicit gradient");
 }
 
+TEST(Autograd, FirstGradientIsTakenOverOnlyWhenNothingElseHoldsIt) {
+  // A gradient computed for the leaf alone becomes .grad without a copy; one
+  // the caller still holds (passed through by add) or a view is copied.
+  Tensor x = tensor<double>({1, 2, 3}).requires_grad_();
+  const Tensor g = tensor<double>({1, 1, 1});
+  (x + 1.0).backward(g);
+  EXPECT_NE(x.grad().data_ptr<double>(), g.data_ptr<double>());
+  g.add_(5.0);
+  expect_close(x.grad(), {1, 1, 1}, 0, 0, "not the caller's tensor");
+  Tensor w = tensor<double>({1, 2, 3, 4}).requires_grad_();
+  (w.view({2, 2}) * 2.0).sum().backward();
+  expect_close(w.grad(), {2, 2, 2, 2}, 0, 0, "through a view");
+  w.grad().add_(1.0);  // the leaf's own gradient: accumulation continues from it
+  (w * 1.0).sum().backward();
+  expect_close(w.grad(), {4, 4, 4, 4}, 0, 0, "accumulated");
+}
+
 TEST(Autograd, SharedSubgraphsSumTheirContributions) {
   Tensor x = tensor<double>({2.0}).requires_grad_();
   Tensor a = x * x;           // 4

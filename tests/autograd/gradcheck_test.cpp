@@ -88,6 +88,11 @@ TEST(Gradcheck, MatmulAndNNFunctions) {
   expect_gradcheck("mm", [](auto& v) { return mm(v[0], v[1]); }, {leaf({3, 4}), leaf({4, 2})});
   expect_gradcheck("batched matmul broadcast", [](auto& v) { return matmul(v[0], v[1]); },
                    {leaf({2, 3, 4}), leaf({4, 5})});
+  // (..., M, K) x (K, N) runs as one folded product: contiguous and transposed (copied) inputs.
+  expect_gradcheck("matmul folded", [](auto& v) { return matmul(v[0], v[1]); }, {leaf({2, 3, 3, 4}), leaf({4, 5})});
+  expect_gradcheck("matmul folded transposed", [](auto& v) { return matmul(v[0].transpose(0, 2), v[1]); },
+                   {leaf({4, 3, 2, 5}), leaf({5, 3})});
+  expect_gradcheck("linear 3-D", [](auto& v) { return linear(v[0], v[1], v[2]); }, {leaf({2, 3, 3}), leaf({4, 3}), leaf({4})});
   expect_gradcheck("matmul vector", [](auto& v) { return matmul(v[0], v[1]); }, {leaf({4}), leaf({2, 4, 3})});
   expect_gradcheck("linear", [](auto& v) { return linear(v[0], v[1], v[2]); }, {leaf({2, 3}), leaf({4, 3}), leaf({4})});
   expect_gradcheck("softmax", [](auto& v) { return softmax(v[0], 1); }, {leaf({3, 5})});
