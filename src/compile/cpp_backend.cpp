@@ -393,6 +393,9 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
     // A reshape joins only to pass a value of the loop on inside it.
     if (seq[j] >= 0 && !reads_later && (t.nodes[seq[j]].op->kind != OpKind::View || reads_group))
       role = role_in(t, p, t.nodes[seq[j]], g.space);
+    // A per-row op joins only to work on the loop's own values (a tensor that
+    // merely has `rows` elements is not one).
+    if (role == Role::RowElem && !reads_group) role.reset();
     if (role) {
       take(seq[j], *role);
       last = j;
