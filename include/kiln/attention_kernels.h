@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/dispatch.h"
+
 #include "kiln/attention_simd.h"
 #include "kiln/autograd.h"
 #include "kiln/error.h"
@@ -26,6 +28,10 @@ BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int
                                      int64_t block_size = 128) {
   check(B >= 1 && H >= 1 && q_len >= 0 && kv_len >= 0 && block_size >= 1, "create_block_mask",
         "invalid sizes B=", B, " H=", H, " Q_LEN=", q_len, " KV_LEN=", kv_len, " block_size=", block_size);
+  // The lists depend on no tensor of the program (a mask_mod reading one
+  // took its data pointer already), so they are built as real tensors even
+  // while kiln::compile traces: no graph break.
+  ModesOffGuard concrete;
   BlockMask<MaskMod> m(mask_mod);
   m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
   const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
@@ -428,6 +434,82 @@ FlexOutput decode_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return {out.to(q.dtype()), opt.return_lse ? lse : Tensor{}};
 }
 
+// Note [flex_attention as an op]
+// With stateless mods (empty types: NoScoreMod, CausalMask, capture-less
+// lambdas; nothing learned) and q, k, v at the compute dtype, flex_attention
+// is the dispatcher op "flex_attention" (out, lse), whose backward formula
+// calls "flex_attention_backward". So kiln::compile records it as one graph
+// node (no graph break), its compiled backward calls the backward kernel,
+// and eager autograd goes through the same formula. The mods are template
+// parameters: each pair registers its two kernels once per process and the
+// op names them by number (attr "kernel"); the block mask travels as the
+// op's int32 inputs and its sizes as attrs (src/attention/flex_op.cpp).
+using FlexOpKernel = void (*)(const OpCall&);
+int64_t register_flex_kernels(FlexOpKernel forward, FlexOpKernel backward);
+// {out, lse}, both at q's dtype, through the dispatcher.
+std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m,
+                                 int64_t kernel, const FlexOptions& opt);
+// The block mask (op inputs from `first` on, sizes from attrs) and options of an op call.
+void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m);
+FlexOptions options_from_op(const Attrs& a);
+
+template <class ScoreMod, class MaskMod>
+constexpr bool kStatelessMods = std::is_empty_v<ScoreMod> && std::is_empty_v<MaskMod> &&
+                                std::is_default_constructible_v<ScoreMod> &&
+                                std::is_default_constructible_v<MaskMod> && !HasLearnedTensors<ScoreMod>;
+
+// inputs q, k, v, block mask; outputs out, lse.
+template <class T, class ScoreMod, class MaskMod>
+void op_forward_typed(const OpCall& c) {
+  BlockMask<MaskMod> m{MaskMod{}};
+  mask_from_op(c, 3, m);
+  const FlexOptions opt = options_from_op(c.attrs);
+  const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
+  const Shapes s = check_inputs(q, k, v, m, opt);
+  T* out = c.outputs[0].data_ptr<T>();
+  T* lse = c.outputs[1].data_ptr<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (decode_eligible(s, m) && opt.kv_partitions != 1) {
+      forward_decode(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out, lse, s, m, ScoreMod{},
+                     decode_partitions(s, m, opt.kv_partitions));
+      return;
+    }
+  }
+  forward<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), out, lse, s, m, ScoreMod{});
+}
+
+// inputs q, k, v, out, lse, grad of out, block mask; outputs dq, dk, dv.
+template <class T, class ScoreMod, class MaskMod>
+void op_backward_typed(const OpCall& c) {
+  BlockMask<MaskMod> m{MaskMod{}};
+  mask_from_op(c, 6, m);
+  const FlexOptions opt = options_from_op(c.attrs);
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < 6; ++i) in.push_back(c.inputs[i].contiguous());
+  const Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
+  const Tensor& dq = c.outputs[0];
+  dq.zero_();
+  // k and v broadcast over the batch: their gradients are summed over it.
+  const bool per_batch = s.Bkv != s.B;
+  const Tensor dk = per_batch ? zeros({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value) : c.outputs[1];
+  const Tensor dv = per_batch ? zeros({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value) : c.outputs[2];
+  if (!per_batch) dk.zero_(), dv.zero_();
+  backward<T>(in[0].data_ptr<T>(), in[1].data_ptr<T>(), in[2].data_ptr<T>(), in[3].data_ptr<T>(), in[4].data_ptr<T>(),
+              in[5].data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(), s, m, ScoreMod{}, nullptr);
+  if (per_batch) c.outputs[1].copy_(dk.sum({0}, true)), c.outputs[2].copy_(dv.sum({0}, true));
+}
+
+template <class ScoreMod, class MaskMod>
+void op_forward(const OpCall& c) {
+  if (c.inputs[0].dtype() == kFloat64) op_forward_typed<double, ScoreMod, MaskMod>(c);
+  else op_forward_typed<float, ScoreMod, MaskMod>(c);
+}
+template <class ScoreMod, class MaskMod>
+void op_backward(const OpCall& c) {
+  if (c.inputs[0].dtype() == kFloat64) op_backward_typed<double, ScoreMod, MaskMod>(c);
+  else op_backward_typed<float, ScoreMod, MaskMod>(c);
+}
+
 template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
@@ -435,6 +517,19 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
   std::vector<Tensor> learned;
   if constexpr (HasLearnedTensors<ScoreMod>) learned = score_mod.learned();
   const bool learns = std::any_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); });
+  if constexpr (kStatelessMods<ScoreMod, MaskMod>) {
+    if (q.dtype() == dtype_of<T>::value && k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
+      static const int64_t kernel =
+          register_flex_kernels(&op_forward<ScoreMod, MaskMod>, &op_backward<ScoreMod, MaskMod>);
+      const std::vector<Tensor> r = call_flex_op(q, k, v, m, kernel, opt);
+      Tensor lse_out;
+      if (opt.return_lse) {
+        NoGradGuard no_grad;
+        lse_out = r[1].detach().to(kFloat32);
+      }
+      return {r[0], lse_out};
+    }
+  }
   if constexpr (std::is_same_v<T, float>) {
     const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || learns);
     if (!records && k.dtype() == kBFloat16 && decode_eligible(s, m) && opt.kv_partitions != 1)

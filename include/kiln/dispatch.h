@@ -118,4 +118,20 @@ class ModeGuard {
   ModeGuard& operator=(const ModeGuard&) = delete;
 };
 
+// Hides this thread's modes and the global mode for its scope: ops run
+// their kernels directly, as those a kernel calls do. For values built from
+// no traced tensor that a program needs concretely (a block mask's lists),
+// so tracing does not break on them.
+class ModesOffGuard {
+ public:
+  ModesOffGuard();
+  ~ModesOffGuard();
+  ModesOffGuard(const ModesOffGuard&) = delete;
+  ModesOffGuard& operator=(const ModesOffGuard&) = delete;
+
+ private:
+  size_t active_;
+  bool global_visible_;
+};
+
 }  // namespace kiln

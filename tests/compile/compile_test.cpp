@@ -205,6 +205,14 @@ TEST_F(Compile, GptBlockForwardAndBackward) {
   expect_same(yc, ye, "block out");
   const Tensor g = randn({2, 16, 32});
   expect_same(autograd::grad({yc}, {x}, {g})[0], autograd::grad({ye}, {x}, {g})[0], "block dx");
+  // flex_attention and its causal block mask are graph nodes: the block is one graph.
+  const compiler::ExplainOutput e = compiler::explain([&](const Tensor& in) { return block.forward(in); }, x);
+  EXPECT_EQ(e.graph_count, 1) << e.to_string();
+  EXPECT_EQ(e.graph_break_count, 0) << e.to_string();
+  // Parameter gradients through the compiled backward (flex_attention_backward inside it) equal eager's.
+  const std::vector<Tensor> params = block.parameters();
+  const auto pc = autograd::grad({f(x)}, params, {g}), pe = autograd::grad({block.forward(x)}, params, {g});
+  for (size_t i = 0; i < params.size(); ++i) expect_same(pc[i], pe[i], "block parameter " + std::to_string(i), 1e-4);
 }
 
 TEST_F(Compile, BackwardIsCompiledIntoOneNodePerGraph) {

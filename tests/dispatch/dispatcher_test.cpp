@@ -1,6 +1,7 @@
 // The dispatcher: one entry point that a mode can intercept for every op.
 #include <set>
 
+#include "kiln/attention.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -37,6 +38,10 @@ void run_every_op() {
       select_backward(x.select(1, 2), x.sizes(), 1, 2), x.unsqueeze(0).squeeze(),
       x.unfold(1, 2, 2), x.as_strided({2}, {1}), x.detach(), linspace(0, 1, 3), eye(3), x.clone();
   x.unsqueeze(0).squeeze(0), arange(3);
+  const Tensor q = randn({1, 2, 5, 4}).requires_grad_();
+  flex_attention(q, randn({1, 2, 5, 4}), randn({1, 2, 5, 4}), NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 5, 5, 4))
+      .out.sum()
+      .backward();  // flex_attention_backward
 }
 
 TEST(Dispatcher, AModeInterceptsEveryRegisteredOp) {

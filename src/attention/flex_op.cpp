@@ -1,0 +1,128 @@
+// flex_attention as dispatcher ops (Note [flex_attention as an op] in
+// kiln/attention_kernels.h): the registry of per-mod kernels, the ops'
+// shape functions and the backward formula.
+#include <mutex>
+
+#include "autograd/graph.h"
+#include "kiln/attention.h"
+
+namespace kiln::attention_detail {
+namespace {
+
+constexpr size_t kMaskTensors = 8;
+
+struct KernelTable {
+  std::mutex mu;
+  std::vector<std::pair<FlexOpKernel, FlexOpKernel>> kernels;  // (forward, backward)
+};
+KernelTable& table() {
+  static KernelTable t;
+  return t;
+}
+
+FlexOpKernel lookup(const Attrs& a, bool backward) {
+  KernelTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  const int64_t id = a.get_int("kernel");
+  check(id >= 0 && id < static_cast<int64_t>(t.kernels.size()), "flex_attention", "unknown kernel ", id);
+  return backward ? t.kernels[static_cast<size_t>(id)].second : t.kernels[static_cast<size_t>(id)].first;
+}
+
+void check_ranks(std::span<const Tensor> in, const char* op) {
+  check(in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4, op, "expected 4-D q, k, v (B, H, L, E) but got ",
+        shape_str(in[0].sizes()), ", ", shape_str(in[1].sizes()), ", ", shape_str(in[2].sizes()));
+}
+
+std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs&) {
+  check_ranks(in, "flex_attention");
+  const Tensor &q = in[0], &v = in[2];
+  return {{{q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype()}, {{q.size(0), q.size(1), q.size(2)}, q.dtype()}};
+}
+std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs&) {
+  check_ranks(in, "flex_attention_backward");
+  return {{in[0].sizes(), in[0].dtype()}, {in[1].sizes(), in[1].dtype()}, {in[2].sizes(), in[2].dtype()}};
+}
+
+const OpDef& kFlex = register_op(OpDef{
+    "flex_attention",
+    "flex_attention(Tensor q, Tensor k, Tensor v, Tensor[8] block_mask, int kernel, int B, int H, int q_len, "
+    "int kv_len, int block_size, bool has_scale, float scale, bool enable_gqa, int kv_partitions) -> (Tensor, Tensor)",
+    OpKind::Compute, forward_shape, {[](const OpCall& c) { lookup(c.attrs, false)(c); }}});
+const OpDef& kFlexBackward = register_op(OpDef{
+    "flex_attention_backward",
+    "flex_attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor grad_out, Tensor[8] "
+    "block_mask, ...) -> (Tensor, Tensor, Tensor)",
+    OpKind::Compute, backward_shape, {[](const OpCall& c) { lookup(c.attrs, true)(c); }}});
+
+const struct Register {
+  Register() {
+    // Only out carries a gradient: flex_attention hands lse out detached.
+    autograd::register_backward(
+        "flex_attention",
+        [](const autograd::BackwardContext& c) -> std::vector<Tensor> {
+          std::vector<Tensor> in = {c.inputs[0], c.inputs[1], c.inputs[2], c.outputs[0], c.outputs[1], c.grads[0]};
+          in.insert(in.end(), c.inputs.begin() + 3, c.inputs.end());
+          std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
+          g.resize(3 + kMaskTensors);
+          return g;
+        },
+        autograd::kSaveBoth);
+    autograd::register_nondifferentiable("flex_attention_backward");
+  }
+} registered;
+
+}  // namespace
+
+int64_t register_flex_kernels(FlexOpKernel forward, FlexOpKernel backward) {
+  KernelTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  t.kernels.emplace_back(forward, backward);
+  return static_cast<int64_t>(t.kernels.size()) - 1;
+}
+
+std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m,
+                                 int64_t kernel, const FlexOptions& opt) {
+  const std::vector<Tensor> in = {q,
+                                  k,
+                                  v,
+                                  m.kv_num_blocks,
+                                  m.kv_indices,
+                                  m.full_kv_num_blocks,
+                                  m.full_kv_indices,
+                                  m.q_num_blocks,
+                                  m.q_indices,
+                                  m.full_q_num_blocks,
+                                  m.full_q_indices};
+  const Attrs attrs = {{"kernel", kernel},
+                       {"B", m.B},
+                       {"H", m.H},
+                       {"q_len", m.q_len},
+                       {"kv_len", m.kv_len},
+                       {"block_size", m.block_size},
+                       {"has_scale", opt.scale.has_value()},
+                       {"scale", opt.scale.value_or(0.0)},
+                       {"enable_gqa", opt.enable_gqa},
+                       {"kv_partitions", opt.kv_partitions}};
+  return dispatch(kFlex, in, attrs);
+}
+
+void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m) {
+  check(c.inputs.size() == first + kMaskTensors, "flex_attention", "expected ", first + kMaskTensors, " inputs but got ",
+        c.inputs.size());
+  const Attrs& a = c.attrs;
+  m.B = a.get_int("B"), m.H = a.get_int("H"), m.q_len = a.get_int("q_len"), m.kv_len = a.get_int("kv_len");
+  m.block_size = a.get_int("block_size");
+  Tensor* lists[kMaskTensors] = {&m.kv_num_blocks, &m.kv_indices, &m.full_kv_num_blocks, &m.full_kv_indices,
+                                 &m.q_num_blocks,  &m.q_indices,  &m.full_q_num_blocks,  &m.full_q_indices};
+  for (size_t i = 0; i < kMaskTensors; ++i) *lists[i] = c.inputs[first + i].contiguous();
+}
+
+FlexOptions options_from_op(const Attrs& a) {
+  FlexOptions o;
+  if (a.get_bool("has_scale")) o.scale = a.get_double("scale");
+  o.enable_gqa = a.get_bool("enable_gqa");
+  o.kv_partitions = a.get_int("kv_partitions");
+  return o;
+}
+
+}  // namespace kiln::attention_detail
