@@ -14,17 +14,6 @@
 #include <mutex>
 
 #include "kiln/error.h"
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <sstream>
-#include <execinfo.h>
-namespace {
-struct Prof { std::map<std::string, std::pair<double,long>> m; bool on = std::getenv("KILN_PROF") != nullptr;
-  ~Prof(){ if(!on) return; std::vector<std::pair<double,std::string>> v; double tot=0; for(auto&[k,x]:m){v.push_back({x.first,k+" n="+std::to_string(x.second)}); tot+=x.first;}
-  std::sort(v.rbegin(), v.rend()); fprintf(stderr,"total %.1f ms\n",tot*1e3); for(size_t i=0;i<v.size()&&i<45;++i) fprintf(stderr,"%8.2f ms %s\n",v[i].first*1e3,v[i].second.c_str()); } };
-Prof prof;
-}
 
 namespace kiln {
 
@@ -243,12 +232,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     Visibility restore(mode_stack);
     mode_stack.active = 0;
     mode_stack.global_visible = false;
-    static int bt_count = 0;
-    if (std::getenv("KILN_PROF_BT") && op.name == "_to_copy" && inputs[0].dim() == 2 && inputs[0].size(0) == 512 && inputs[0].is_contiguous() && bt_count++ < 40 && bt_count > 20) {
-      void* buf[30]; int nb = backtrace(buf, 30); backtrace_symbols_fd(buf, nb, 2); fprintf(stderr, "----\n"); }
-    auto t0 = std::chrono::steady_clock::now();
     kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
-    if (prof.on) { std::ostringstream k; k << op.name; for (auto& t: inputs) { k << " ["; for (auto d: t.sizes()) k << d << ","; k << (t.is_contiguous()?"]":"]nc"); } k << " ->"; for (auto& t: outputs) { k << " ["; for (auto d: t.sizes()) k << d << ","; k << "]"; } auto& e = prof.m[k.str()]; e.first += std::chrono::duration<double>(std::chrono::steady_clock::now()-t0).count(); e.second++; }
   }
   for (auto& [dst, tmp] : copy_back) {
     dst.copy_(tmp);
