@@ -1,4 +1,5 @@
 // Losses, composed of ops so autograd differentiates them.
+#include "kiln/dispatch.h"
 #include "kiln/error.h"
 #include "kiln/nn.h"
 
@@ -36,7 +37,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const Tensor valid = ne(t, wrapped_scalar(ignore_index));
   const Tensor safe = where(valid, t, zeros_like(t));
   {
-    const Tensor bad = logical_and(valid, logical_or(lt(safe, wrapped_scalar(0)), ge(safe, wrapped_scalar(C))));
+    // Checked on the targets themselves, with modes off: targets the program
+    // passed in are read directly, so kiln::compile does not break the graph
+    // here (targets computed inside a traced graph still break it).
+    ModesOffGuard concrete;
+    const Tensor tc = target.reshape({-1}).to(kInt64);
+    const Tensor bad = logical_and(ne(tc, wrapped_scalar(ignore_index)),
+                                   logical_or(lt(tc, wrapped_scalar(0)), ge(tc, wrapped_scalar(C))));
     check(!any(bad).item<bool>(), "cross_entropy", "target values must be in [0, ", C, ") or ignore_index");
   }
   const Tensor logp = log_softmax(flat, 1);

@@ -191,6 +191,13 @@ TEST_F(Compile, MlpLayerNormGeluResidualAndLossWithGradients) {
     expect_same(loss_c, loss_e, std::string(b) + " loss");
     for (size_t i = 0; i < params.size(); ++i) expect_same(grads_c[i], grads_e[i], std::string(b) + " grad " + std::to_string(i));
   }
+  // The targets are checked on the tensor passed in: no graph break, and a
+  // bad target still raises cross_entropy's error when compiled.
+  const Tensor x = randn({8, 16});
+  const compiler::ExplainOutput e = compiler::explain(block, x, randint(0, 16, {8}));
+  EXPECT_EQ(e.graph_break_count, 0) << e.to_string();
+  auto f = compile(block);
+  expect_error([&] { f(x, full({8}, 16.0, kInt64)); }, {"[cross_entropy]", "target values must be in [0, 16)"});
 }
 
 TEST_F(Compile, GptBlockForwardAndBackward) {
