@@ -107,10 +107,25 @@ inline BlockList block_list(const Tensor& num, const Tensor& idx, const Tensor& 
           fnum.data_ptr<int32_t>()[row]};
 }
 
+// Element strides of a (B, H, rows, dim) operand whose last dim is
+// contiguous: the tiled kernels read rows of q, k, v, out and grad_out in
+// place, so the heads of a fused projection need no copy.
+struct RowStrides {
+  int64_t b = 0, h = 0, l = 0;
+  template <class T>
+  const T* row(const T* base, int64_t bi, int64_t hi, int64_t i) const {
+    return base + bi * b + hi * h + i * l;
+  }
+};
+RowStrides row_strides(const Tensor& t);  // t 4-D with stride(3) == 1
+
 struct Shapes {
   int64_t B, Hq, Hkv, L, S, E, Ev, group;
   double scale;
   int64_t Bkv;  // B, or 1 when k and v broadcast over the batch (a shared or paged cache)
+  // Contiguous unless a caller sets them (forward / backward only; flash
+  // decoding and the paged kernels read contiguous tensors).
+  RowStrides q_st, k_st, v_st, o_st, do_st;  // o / do: the backward's out and grad_out
   int64_t kv_batch(int64_t b) const { return Bkv == 1 ? 0 : b; }
 };
 
@@ -189,8 +204,8 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
       const BlockList bl = block_list(m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.B,
                                       m.H, b, h, qb);
-      const T* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
-      const T* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
+      const T* K = s.k_st.row(k, s.kv_batch(b), hk, 0);
+      const T* V = s.v_st.row(v, s.kv_batch(b), hk, 0);
       const int64_t i0 = qb * bs, rows = std::min(s.L, i0 + bs) - i0;
       std::fill(mx.begin(), mx.end(), kNegInf);
       std::fill(l.begin(), l.end(), T(0));
@@ -199,10 +214,10 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
-        transpose_block(K + k0 * s.E, cols, s.E, s.E, kt.data(), bs);
+        transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, kt.data(), bs);
         // S = Q K^T for the whole block, the online-softmax step per row,
         // then acc = corr * acc + P V.
-        gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), q + ((b * s.Hq + h) * s.L + i0) * s.E, s.E, 1, kt.data(), bs,
+        gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), s.q_st.row(q, b, h, i0), s.q_st.l, 1, kt.data(), bs,
                 sc.data(), bs, false);
         for (int64_t r = 0; r < rows; ++r) {
           const T c = online_softmax_step(sc.data() + r * bs, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod,
@@ -210,7 +225,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
           if (c != T(1))
             for (int64_t e = 0; e < s.Ev; ++e) acc[r * s.Ev + e] *= c;
         }
-        gemm<T>(rows, s.Ev, cols, T(1), sc.data(), bs, 1, V + k0 * s.Ev, s.Ev, acc.data(), s.Ev, true);
+        gemm<T>(rows, s.Ev, cols, T(1), sc.data(), bs, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
@@ -347,20 +362,21 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
         deriv(static_cast<size_t>(bs));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / s.Hkv, hk = task % s.Hkv;
-      const T* K = k + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.E;
-      const T* V = v + (s.kv_batch(b) * s.Hkv + hk) * s.S * s.Ev;
+      const T* K = s.k_st.row(k, s.kv_batch(b), hk, 0);
+      const T* V = s.v_st.row(v, s.kv_batch(b), hk, 0);
       // dk, dv have q's batch size; run() sums them over a broadcast batch.
       T* dK = dk + (b * s.Hkv + hk) * s.S * s.E;
       T* dV = dv + (b * s.Hkv + hk) * s.S * s.Ev;
       // delta_i = dO_i . O_i, for every query row of the group.
       for (int64_t g = 0; g < s.group; ++g) {
-        const int64_t off = (b * s.Hq + hk * s.group + g) * s.L;
-        for (int64_t i = 0; i < s.L; ++i) delta[g * s.L + i] = dot(dout + (off + i) * s.Ev, out + (off + i) * s.Ev, s.Ev);
+        const int64_t h = hk * s.group + g;
+        for (int64_t i = 0; i < s.L; ++i)
+          delta[g * s.L + i] = dot(s.do_st.row(dout, b, h, i), s.o_st.row(out, b, h, i), s.Ev);
       }
       for (int64_t kb = 0; kb < nk; ++kb) {
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
-        transpose_block(K + k0 * s.E, cols, s.E, s.E, kt.data(), bs);
-        transpose_block(V + k0 * s.Ev, cols, s.Ev, s.Ev, vt.data(), bs);
+        transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, kt.data(), bs);
+        transpose_block(V + k0 * s.v_st.l, cols, s.Ev, s.v_st.l, vt.data(), bs);
         for (int64_t g = 0; g < s.group; ++g) {
           const int64_t h = hk * s.group + g, off = (b * s.Hq + h) * s.L;
           const BlockList bl = block_list(m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, m.B, m.H,
@@ -369,10 +385,10 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
             const bool partial = n < bl.n_partial;
             const int64_t qb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
             const int64_t i0 = qb * bs, rows = std::min(s.L, i0 + bs) - i0;
-            const T* Q = q + (off + i0) * s.E;
-            const T* dO = dout + (off + i0) * s.Ev;
-            gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.E, 1, kt.data(), bs, p.data(), bs, false);
-            gemm<T>(rows, cols, s.Ev, T(1), dO, s.Ev, 1, vt.data(), bs, dp.data(), bs, false);
+            const T* Q = s.q_st.row(q, b, h, i0);
+            const T* dO = s.do_st.row(dout, b, h, i0);
+            gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, kt.data(), bs, p.data(), bs, false);
+            gemm<T>(rows, cols, s.Ev, T(1), dO, s.do_st.l, 1, vt.data(), bs, dp.data(), bs, false);
             for (int64_t r = 0; r < rows; ++r) {
               const int64_t i = i0 + r;
               const T li = lse[off + i];
@@ -401,9 +417,10 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
                 dpr[j] = dmod * deriv[j] * sc;  // dS
               }
             }
-            gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.Ev, dV + k0 * s.Ev, s.Ev, true);
-            gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.E, dK + k0 * s.E, s.E, true);
-            gemm<T>(rows, s.E, cols, T(1), dp.data(), bs, 1, K + k0 * s.E, s.E, dq + (off + i0) * s.E, s.E, true);
+            gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.do_st.l, dV + k0 * s.Ev, s.Ev, true);
+            gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.q_st.l, dK + k0 * s.E, s.E, true);
+            gemm<T>(rows, s.E, cols, T(1), dp.data(), bs, 1, K + k0 * s.k_st.l, s.k_st.l, dq + (off + i0) * s.E, s.E,
+                    true);
           }
         }
       }
@@ -458,23 +475,30 @@ constexpr bool kStatelessMods = std::is_empty_v<ScoreMod> && std::is_empty_v<Mas
                                 std::is_default_constructible_v<ScoreMod> &&
                                 std::is_default_constructible_v<MaskMod> && !HasLearnedTensors<ScoreMod>;
 
+// An operand the tiled kernels can read in place (rows with a contiguous
+// last dim, as the heads of a fused QKV projection are), else a copy.
+inline Tensor rows_in_place(const Tensor& t) { return t.dim() == 4 && t.stride(3) == 1 ? t : t.contiguous(); }
+
 // inputs q, k, v, block mask; outputs out, lse.
 template <class T, class ScoreMod, class MaskMod>
 void op_forward_typed(const OpCall& c) {
   BlockMask<MaskMod> m{MaskMod{}};
   mask_from_op(c, 3, m);
   const FlexOptions opt = options_from_op(c.attrs);
-  const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
-  const Shapes s = check_inputs(q, k, v, m, opt);
   T* out = c.outputs[0].data_ptr<T>();
   T* lse = c.outputs[1].data_ptr<T>();
   if constexpr (std::is_same_v<T, float>) {
+    const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
+    const Shapes s = check_inputs(q, k, v, m, opt);
     if (decode_eligible(s, m) && opt.kv_partitions != 1) {
       forward_decode(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out, lse, s, m, ScoreMod{},
                      decode_partitions(s, m, opt.kv_partitions));
       return;
     }
   }
+  const Tensor q = rows_in_place(c.inputs[0]), k = rows_in_place(c.inputs[1]), v = rows_in_place(c.inputs[2]);
+  Shapes s = check_inputs(q, k, v, m, opt);
+  s.q_st = row_strides(q), s.k_st = row_strides(k), s.v_st = row_strides(v);
   forward<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), out, lse, s, m, ScoreMod{});
 }
 
@@ -485,8 +509,10 @@ void op_backward_typed(const OpCall& c) {
   mask_from_op(c, 6, m);
   const FlexOptions opt = options_from_op(c.attrs);
   std::vector<Tensor> in;
-  for (size_t i = 0; i < 6; ++i) in.push_back(c.inputs[i].contiguous());
-  const Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
+  for (size_t i = 0; i < 6; ++i) in.push_back(i == 4 ? c.inputs[i].contiguous() : rows_in_place(c.inputs[i]));
+  Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
+  s.q_st = row_strides(in[0]), s.k_st = row_strides(in[1]), s.v_st = row_strides(in[2]);
+  s.o_st = row_strides(in[3]), s.do_st = row_strides(in[5]);
   const Tensor& dq = c.outputs[0];
   dq.zero_();
   // k and v broadcast over the batch: their gradients are summed over it.

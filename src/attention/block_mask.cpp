@@ -81,8 +81,14 @@ Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Blo
   check(m.q_len == s.L && m.kv_len == s.S, op, "block mask was built for Q_LEN=", m.q_len, ", KV_LEN=", m.kv_len,
         " but q has length ", s.L, " and k ", s.S);
   s.scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(s.E)));
+  s.q_st = {s.Hq * s.L * s.E, s.L * s.E, s.E};
+  s.o_st = s.do_st = {s.Hq * s.L * s.Ev, s.L * s.Ev, s.Ev};
+  s.k_st = {s.Hkv * s.S * s.E, s.S * s.E, s.E};
+  s.v_st = {s.Hkv * s.S * s.Ev, s.S * s.Ev, s.Ev};
   return s;
 }
+
+RowStrides row_strides(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2)}; }
 
 }  // namespace attention_detail
 }  // namespace kiln

@@ -101,6 +101,32 @@ TEST(FlexAttention, StandardMasksOddLengthsGqaAndBroadcast) {
                       0, gqa);
 }
 
+TEST(FlexAttention, StridedHeadsOfAFusedProjection) {
+  // q, k, v as head views of one (B, L, 3 * H * E) projection and a strided
+  // output gradient, as in the GPT: read in place (rows with a contiguous last
+  // dim), forward and gradients equal to the dense reference.
+  manual_seed(47);
+  const int64_t B = 2, L = 37, H = 4, E = 8, bs = 16;
+  for (DType dt : {kFloat64, kFloat32}) {
+    const Tensor base = randn({B, L, 3 * H * E}, kFloat64).to(dt).requires_grad_();
+    auto heads = [&](const Tensor& t, int64_t i) {
+      return t.narrow(2, i * H * E, H * E).view({B, L, H, E}).transpose(1, 2);
+    };
+    const auto bm = create_block_mask(CausalMask{}, 1, 1, L, L, bs);
+    const Tensor out = flex_attention(heads(base, 0), heads(base, 1), heads(base, 2), NoScoreMod{}, bm).out;
+    const Tensor b64 = base.to(kFloat64).detach().requires_grad_();
+    const Dense ref =
+        dense_attention(heads(b64, 0), heads(b64, 1), heads(b64, 2), dense_mask(CausalMask{}, B, H, L, L), {}, 0);
+    const double tol = dt == kFloat64 ? 1e-10 : 1e-5, gtol = dt == kFloat64 ? 1e-9 : 2e-4;
+    const std::string what = dt == kFloat64 ? "float64" : "float32";
+    expect_close(out, values(ref.out), tol, tol, what + " out");
+    const Tensor go = randn({B, L, H, E}, kFloat64).transpose(1, 2);
+    const Tensor want = autograd::grad({ref.out}, {b64}, {go})[0];
+    const Tensor have = autograd::grad({out}, {base}, {go.to(dt)})[0];
+    expect_close(have, values(want), gtol, gtol, what + " d(projection)");
+  }
+}
+
 TEST(FlexAttention, ScoreModsWithCapturedTensors) {
   manual_seed(41);
   const int64_t L = 29, S = 29, H = 3, bs = 8;
