@@ -394,8 +394,10 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
     if (seq[j] >= 0 && !reads_later && (t.nodes[seq[j]].op->kind != OpKind::View || reads_group))
       role = role_in(t, p, t.nodes[seq[j]], g.space);
     // A per-row op joins only to work on the loop's own values (a tensor that
-    // merely has `rows` elements is not one).
+    // merely has `rows` elements is not one). slice_backward reads its input
+    // at other columns than the one computed: that input must come from memory.
     if (role == Role::RowElem && !reads_group) role.reset();
+    if (role && t.nodes[seq[j]].op->name == "slice_backward" && in_group[p.rep[t.nodes[seq[j]].inputs[0]]]) role.reset();
     if (role) {
       take(seq[j], *role);
       last = j;
