@@ -12,5 +12,6 @@
 #include "kiln/nn.h"
 #include "kiln/optim.h"
 #include "kiln/ops.h"
+#include "kiln/profiler.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include <sstream>
 
 #include "graph.h"
+#include "kiln/profiler.h"
 #include "kiln/runtime.h"
 
 namespace kiln::compiler::detail {
@@ -740,6 +742,8 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     vals[v] = k.in_place[o] >= 0 ? vals[k.inputs[static_cast<size_t>(k.in_place[o])]] : empty(sizes_of(t, v), kFloat32);
     out.push_back(vals[v].data_ptr<float>());
   }
+  const bool timed = profiler::enabled();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (k.cols == 0) {
     parallel_for(0, n, 32768, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
   } else {
@@ -757,6 +761,12 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
     for (int64_t ch = 0; ch < chunks; ++ch)
       for (int64_t c = 0; c < cols; ++c) r[c] += p[ch * cols + c];
     vals[k.outputs[o]] = result;
+  }
+  if (timed) {  // "loop(add,mul,sum,...) [shape]"
+    std::string key = "loop(";
+    for (size_t i = 0; i < k.nodes.size() && i < 8; ++i) key.append(i ? "," : "").append(t.nodes[k.nodes[i]].op->name);
+    key.append(k.nodes.size() > 8 ? ",...) " : ") ").append(shape_str(shape));
+    profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   for (const auto& [node, source] : k.views_after) {
     const TracedNode& n = t.nodes[node];

@@ -8,12 +8,14 @@
 #include "kiln/dispatch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 
 #include "kiln/error.h"
+#include "kiln/profiler.h"
 
 namespace kiln {
 
@@ -232,7 +234,23 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     Visibility restore(mode_stack);
     mode_stack.active = 0;
     mode_stack.global_visible = false;
-    kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
+    // The profiler times the outermost kernel only (ops a kernel calls are part of it).
+    static thread_local int kernel_depth = 0;
+    const bool timed = kernel_depth == 0 && profiler::enabled();
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    ++kernel_depth;
+    try {
+      kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
+    } catch (...) {
+      --kernel_depth;
+      throw;
+    }
+    --kernel_depth;
+    if (timed) {
+      std::string key = op.name;
+      for (const Tensor& t : inputs) key += " " + shape_str(t.sizes()) + (t.is_contiguous() ? "" : "nc");
+      profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
   for (auto& [dst, tmp] : copy_back) {
     dst.copy_(tmp);
