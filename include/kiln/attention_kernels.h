@@ -113,7 +113,7 @@ inline BlockList block_list(const Tensor& num, const Tensor& idx, const Tensor& 
 struct RowStrides {
   int64_t b = 0, h = 0, l = 0;
   template <class T>
-  const T* row(const T* base, int64_t bi, int64_t hi, int64_t i) const {
+  T* row(T* base, int64_t bi, int64_t hi, int64_t i) const {
     return base + bi * b + hi * h + i * l;
   }
 };
@@ -126,6 +126,7 @@ struct Shapes {
   // Contiguous unless a caller sets them (forward / backward only; flash
   // decoding and the paged kernels read contiguous tensors).
   RowStrides q_st, k_st, v_st, o_st, do_st;  // o / do: the backward's out and grad_out
+  RowStrides dq_st, dk_st, dv_st;             // where the backward writes (dk / dv: per q batch)
   int64_t kv_batch(int64_t b) const { return Bkv == 1 ? 0 : b; }
 };
 
@@ -365,8 +366,8 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
       const T* K = s.k_st.row(k, s.kv_batch(b), hk, 0);
       const T* V = s.v_st.row(v, s.kv_batch(b), hk, 0);
       // dk, dv have q's batch size; run() sums them over a broadcast batch.
-      T* dK = dk + (b * s.Hkv + hk) * s.S * s.E;
-      T* dV = dv + (b * s.Hkv + hk) * s.S * s.Ev;
+      T* dK = s.dk_st.row(dk, b, hk, 0);
+      T* dV = s.dv_st.row(dv, b, hk, 0);
       // delta_i = dO_i . O_i, for every query row of the group.
       for (int64_t g = 0; g < s.group; ++g) {
         const int64_t h = hk * s.group + g;
@@ -417,10 +418,10 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
                 dpr[j] = dmod * deriv[j] * sc;  // dS
               }
             }
-            gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.do_st.l, dV + k0 * s.Ev, s.Ev, true);
-            gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.q_st.l, dK + k0 * s.E, s.E, true);
-            gemm<T>(rows, s.E, cols, T(1), dp.data(), bs, 1, K + k0 * s.k_st.l, s.k_st.l, dq + (off + i0) * s.E, s.E,
-                    true);
+            gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.do_st.l, dV + k0 * s.dv_st.l, s.dv_st.l, true);
+            gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.q_st.l, dK + k0 * s.dk_st.l, s.dk_st.l, true);
+            gemm<T>(rows, s.E, cols, T(1), dp.data(), bs, 1, K + k0 * s.k_st.l, s.k_st.l, s.dq_st.row(dq, b, h, i0),
+                    s.dq_st.l, true);
           }
         }
       }
@@ -513,16 +514,20 @@ void op_backward_typed(const OpCall& c) {
   Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
   s.q_st = row_strides(in[0]), s.k_st = row_strides(in[1]), s.v_st = row_strides(in[2]);
   s.o_st = row_strides(in[3]), s.do_st = row_strides(in[5]);
-  const Tensor& dq = c.outputs[0];
+  // The outputs are (B, L, H, E): the gradients of head views of a (B, L,
+  // H * E) projection, written where that projection's gradient needs them.
+  const Tensor dq = c.outputs[0].transpose(1, 2);
   dq.zero_();
   // k and v broadcast over the batch: their gradients are summed over it.
   const bool per_batch = s.Bkv != s.B;
-  const Tensor dk = per_batch ? zeros({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value) : c.outputs[1];
-  const Tensor dv = per_batch ? zeros({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value) : c.outputs[2];
+  const Tensor dk = per_batch ? zeros({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value) : c.outputs[1].transpose(1, 2);
+  const Tensor dv = per_batch ? zeros({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value) : c.outputs[2].transpose(1, 2);
   if (!per_batch) dk.zero_(), dv.zero_();
+  s.dq_st = row_strides(dq), s.dk_st = row_strides(dk), s.dv_st = row_strides(dv);
   backward<T>(in[0].data_ptr<T>(), in[1].data_ptr<T>(), in[2].data_ptr<T>(), in[3].data_ptr<T>(), in[4].data_ptr<T>(),
               in[5].data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(), s, m, ScoreMod{}, nullptr);
-  if (per_batch) c.outputs[1].copy_(dk.sum({0}, true)), c.outputs[2].copy_(dv.sum({0}, true));
+  if (per_batch)
+    c.outputs[1].copy_(dk.sum({0}, true).transpose(1, 2)), c.outputs[2].copy_(dv.sum({0}, true).transpose(1, 2));
 }
 
 template <class ScoreMod, class MaskMod>

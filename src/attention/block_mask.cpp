@@ -85,6 +85,9 @@ Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Blo
   s.o_st = s.do_st = {s.Hq * s.L * s.Ev, s.L * s.Ev, s.Ev};
   s.k_st = {s.Hkv * s.S * s.E, s.S * s.E, s.E};
   s.v_st = {s.Hkv * s.S * s.Ev, s.S * s.Ev, s.Ev};
+  s.dq_st = s.q_st;
+  s.dk_st = s.k_st, s.dv_st = s.v_st;  // per q batch: b strides as for Bkv == B
+  s.dk_st.b = s.Hkv * s.S * s.E, s.dv_st.b = s.Hkv * s.S * s.Ev;
   return s;
 }
 

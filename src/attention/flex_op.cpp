@@ -38,9 +38,12 @@ std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs&) 
   const Tensor &q = in[0], &v = in[2];
   return {{{q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype()}, {{q.size(0), q.size(1), q.size(2)}, q.dtype()}};
 }
+// dq, dk, dv in (B, L, H, E) layout; the formula hands out their (B, H, L, E) transposes.
 std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs&) {
   check_ranks(in, "flex_attention_backward");
-  return {{in[0].sizes(), in[0].dtype()}, {in[1].sizes(), in[1].dtype()}, {in[2].sizes(), in[2].dtype()}};
+  std::vector<TensorMeta> out;
+  for (int i = 0; i < 3; ++i) out.push_back({{in[i].size(0), in[i].size(2), in[i].size(1), in[i].size(3)}, in[i].dtype()});
+  return out;
 }
 
 const OpDef& kFlex = register_op(OpDef{
@@ -63,6 +66,7 @@ const struct Register {
           std::vector<Tensor> in = {c.inputs[0], c.inputs[1], c.inputs[2], c.outputs[0], c.outputs[1], c.grads[0]};
           in.insert(in.end(), c.inputs.begin() + 3, c.inputs.end());
           std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
+          for (Tensor& t : g) t = t.transpose(1, 2);
           g.resize(3 + kMaskTensors);
           return g;
         },
