@@ -35,10 +35,11 @@ struct AccumulateGrad final : Node {
       if (r.defined()) g = r;
     }
     if (!m.grad.defined()) {
-      // As PyTorch: a gradient nothing else holds (no other tensor, no view
-      // of its memory) becomes .grad itself instead of being copied.
-      const bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && !g.impl()->is_view &&
-                        g.is_contiguous() && !g.requires_grad() && g.sizes() == impl->sizes;
+      // As PyTorch: a gradient nothing else holds (no other tensor or view
+      // shares its memory; it may itself be a view of a dead temporary, as
+      // a transpose's gradient is) becomes .grad itself instead of a copy.
+      const bool sole = g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous() &&
+                        !g.requires_grad() && g.sizes() == impl->sizes;
       m.grad = sole ? g : g.clone();
     }
     else m.grad.add_(g);

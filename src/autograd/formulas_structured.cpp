@@ -71,8 +71,15 @@ const struct Register {
 
     register_backward("bmm_broadcast", [](const Ctx& c) -> Grads {
       const Tensor& g = g0(c);
-      return {c.needs_input_grad[0] ? matmul(g, transpose_last(c.inputs[1])) : Tensor(),
-              c.needs_input_grad[1] ? matmul(transpose_last(c.inputs[0]), g) : Tensor()};
+      const Tensor& b = c.inputs[1];
+      // A column-major b (linear's weight.t()) gets its gradient in its own
+      // layout, (g^T a)^T, so the weight's gradient arrives contiguous and
+      // is not copied again when it is accumulated.
+      const bool b_columns = b.dim() >= 2 && b.stride(-2) == 1 && b.stride(-1) != 1;
+      Tensor gb;
+      if (c.needs_input_grad[1])
+        gb = b_columns ? transpose_last(matmul(transpose_last(g), c.inputs[0])) : matmul(transpose_last(c.inputs[0]), g);
+      return {c.needs_input_grad[0] ? matmul(g, transpose_last(b)) : Tensor(), gb};
     }, kSaveInputs);
 
     register_backward("softmax", [](const Ctx& c) -> Grads {
