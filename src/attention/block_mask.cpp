@@ -63,7 +63,9 @@ Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Blo
         shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
   check(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
         "expected q, k, v of one floating dtype but got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
-  Shapes s{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3), 1, 0, k.size(0)};
+  Shapes s{};
+  s.B = q.size(0), s.Hq = q.size(1), s.Hkv = k.size(1), s.L = q.size(2), s.S = k.size(2), s.E = q.size(3);
+  s.Ev = v.size(3), s.group = 1, s.Bkv = k.size(0);
   check((k.size(0) == s.B || k.size(0) == 1) && v.size(0) == k.size(0), op,
         "k and v need q's batch size or 1 (broadcast) but got q ", shape_str(q.sizes()), ", k ", shape_str(k.sizes()),
         ", v ", shape_str(v.sizes()));

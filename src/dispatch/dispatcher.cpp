@@ -248,7 +248,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     --kernel_depth;
     if (timed) {
       std::string key = op.name;
-      for (const Tensor& t : inputs) key += " " + shape_str(t.sizes()) + (t.is_contiguous() ? "" : "nc");
+      for (const Tensor& t : inputs) key.append(" ").append(shape_str(t.sizes())).append(t.is_contiguous() ? "" : "nc");
       profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
