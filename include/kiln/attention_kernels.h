@@ -132,38 +132,72 @@ struct Shapes {
 
 Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m, const FlexOptions& o);
 
-template <class T>
-T exp_sub_sum(T* s, int64_t n, T mx) {
-  if constexpr (std::is_same_v<T, float>) return attention_simd::exp_sub_sum(s, n, mx);
-  T sum = 0;
-  for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
-  return sum;
-}
-// One query row meets one KV block: applies score_mod (and mask_mod on a
-// partial block) to the raw scores in `row`, then the online-softmax update
-// of the row's running max `mx` and sum `l`. Leaves exp(score - max) in
-// `row` (0 where masked) and returns the factor the row's accumulator must
-// be scaled by before adding row @ V.
+// One query row meets one KV block: score_mod on every raw score of `row`
+// (skipped for NoScoreMod), mask_mod on a partial block (-inf where masked).
 template <class T, class ScoreMod, class MaskMod>
-T online_softmax_step(T* row, int64_t cols, bool partial, int64_t b, int64_t h, int64_t i, int64_t k0,
-                      const ScoreMod& score_mod, const MaskMod& mask_mod, T& mx, T& l) {
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  T bmax = kNegInf;
-  for (int64_t j = 0; j < cols; ++j) {
-    T x = score_mod(row[j], b, h, i, k0 + j);
-    if (partial && !mask_mod(b, h, i, k0 + j)) x = kNegInf;
-    row[j] = x;
-    bmax = std::max(bmax, x);
+void apply_mods(T* row, int64_t cols, bool partial, int64_t b, int64_t h, int64_t i, int64_t k0,
+                const ScoreMod& score_mod, const MaskMod& mask_mod) {
+  if constexpr (!std::is_same_v<ScoreMod, NoScoreMod>)
+    for (int64_t j = 0; j < cols; ++j) row[j] = score_mod(row[j], b, h, i, k0 + j);
+  if (partial)
+    for (int64_t j = 0; j < cols; ++j)
+      if (!mask_mod(b, h, i, k0 + j)) row[j] = -std::numeric_limits<T>::infinity();
+}
+
+// The elementwise steps of the kernels: SIMD for float32 (attention_simd.h
+// says what each does), the same in plain loops for float64 (tests).
+template <class T>
+void online_softmax(T* s, int64_t rows, int64_t cols, int64_t ld, T* mx, T* l, T* corr) {
+  if constexpr (std::is_same_v<T, float>) {
+    attention_simd::online_softmax(s, rows, cols, ld, mx, l, corr);
+  } else {
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      T* row = s + r * ld;
+      const T bmax = cols ? *std::max_element(row, row + cols) : kNegInf;
+      if (bmax == kNegInf) {
+        std::fill(row, row + cols, T(0));
+        corr[r] = T(1);
+        continue;
+      }
+      const T nmax = std::max(mx[r], bmax);
+      corr[r] = mx[r] == kNegInf ? T(0) : std::exp(mx[r] - nmax);
+      T sum = 0;
+      for (int64_t j = 0; j < cols; ++j) sum += (row[j] = std::exp(row[j] - nmax));
+      l[r] = l[r] * corr[r] + sum;
+      mx[r] = nmax;
+    }
   }
-  if (bmax == kNegInf) {  // nothing visible in this block: p = 0, state unchanged
-    std::fill(row, row + cols, T(0));
-    return T(1);
+}
+
+template <class T>
+void scale_rows(T* a, int64_t rows, int64_t n, int64_t lda, const T* f) {
+  if constexpr (std::is_same_v<T, float>) {
+    attention_simd::scale_rows(a, rows, n, lda, f);
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < n; ++e) a[r * lda + e] *= f[r];
   }
-  const T nmax = std::max(mx, bmax);
-  const T corr = mx == kNegInf ? T(0) : std::exp(mx - nmax);
-  l = l * corr + exp_sub_sum<T>(row, cols, nmax);
-  mx = nmax;
-  return corr;
+}
+
+template <class T>
+void softmax_grad(T* p, T* dp, const T* deriv, int64_t rows, int64_t cols, int64_t ld, const T* lse, const T* delta,
+                  T scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    attention_simd::softmax_grad(p, dp, deriv, rows, cols, ld, lse, delta, scale);
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        T& pv = p[r * ld + j];
+        T& g = dp[r * ld + j];
+        if (lse[r] == -std::numeric_limits<T>::infinity()) {
+          pv = g = 0;
+          continue;
+        }
+        pv = std::exp(pv - lse[r]);
+        g = pv * (g - delta[r]) * scale * (deriv ? deriv[r * ld + j] : T(1));
+      }
+  }
 }
 
 // C (M x N) = alpha * A @ B (+ C): the SIMD micro-kernel for float32, plain
@@ -190,19 +224,28 @@ void transpose_block(const T* src, int64_t rows, int64_t cols, int64_t ld, T* ds
     for (int64_t c = 0; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld + c];
 }
 
-// Out (B, Hq, L, Ev) and lse (B, Hq, L) from contiguous T inputs. One task
-// per (b, h, query block); KV blocks outer so each block of K is transposed
-// once and reused by every row; per-row online-softmax state (max, sum, acc).
+// Out (B, Hq, L, Ev) and lse (B, Hq, L); q, k, v rows read in place. One
+// task per (b, h, query block), KV blocks in the inner loop; per-row
+// online-softmax state (max, sum, acc).
+// Each block of K is transposed (the layout gemm's B operand needs) once per
+// thread and KV head, not once per task: a thread's tasks are consecutive,
+// so the next query blocks and the other query heads of a GQA group reuse
+// it. Up to kKeptKeysBytes per thread; a longer K is transposed per block.
+constexpr int64_t kKeptKeysBytes = int64_t{4} << 20;
 template <class T, class ScoreMod, class MaskMod>
 void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s, const BlockMask<MaskMod>& m,
              const ScoreMod& score_mod) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  const int64_t bs = m.block_size, nq = m.num_q_blocks();
+  const int64_t bs = m.block_size, nq = m.num_q_blocks(), nk = m.num_kv_blocks();
+  const bool keep = nk * bs * s.E * static_cast<int64_t>(sizeof(T)) <= kKeptKeysBytes;
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> sc(static_cast<size_t>(bs * bs)), kt(static_cast<size_t>(bs * s.E));
-    std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), acc(static_cast<size_t>(bs * s.Ev));
+    std::vector<T> sc(static_cast<size_t>(bs * bs)), kt(static_cast<size_t>((keep ? nk : 1) * bs * s.E));
+    std::vector<int64_t> kt_head(static_cast<size_t>(keep ? nk : 1), -1);  // whose block each slot holds
+    std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), corr(static_cast<size_t>(bs)),
+        acc(static_cast<size_t>(bs * s.Ev));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
+      const int64_t head = s.kv_batch(b) * s.Hkv + hk;
       const BlockList bl = block_list(m.kv_num_blocks, m.kv_indices, m.full_kv_num_blocks, m.full_kv_indices, m.B,
                                       m.H, b, h, qb);
       const T* K = s.k_st.row(k, s.kv_batch(b), hk, 0);
@@ -214,27 +257,30 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
       for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
-        const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
-        transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, kt.data(), bs);
-        // S = Q K^T for the whole block, the online-softmax step per row,
-        // then acc = corr * acc + P V.
-        gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), s.q_st.row(q, b, h, i0), s.q_st.l, 1, kt.data(), bs,
-                sc.data(), bs, false);
-        for (int64_t r = 0; r < rows; ++r) {
-          const T c = online_softmax_step(sc.data() + r * bs, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod,
-                                          mx[r], l[r]);
-          if (c != T(1))
-            for (int64_t e = 0; e < s.Ev; ++e) acc[r * s.Ev + e] *= c;
+        const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0, slot = keep ? kb : 0;
+        T* ktb = kt.data() + slot * bs * s.E;
+        if (!keep || kt_head[slot] != head) {
+          transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, ktb, bs);
+          kt_head[slot] = head;
         }
+        // S = Q K^T for the whole block, the mods and the online-softmax
+        // step per row, then acc = corr * acc + P V.
+        gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), s.q_st.row(q, b, h, i0), s.q_st.l, 1, ktb, bs, sc.data(),
+                bs, false);
+        for (int64_t r = 0; r < rows; ++r)
+          apply_mods(sc.data() + r * bs, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod);
+        online_softmax<T>(sc.data(), rows, cols, bs, mx.data(), l.data(), corr.data());
+        scale_rows<T>(acc.data(), rows, s.Ev, s.Ev, corr.data());
         gemm<T>(rows, s.Ev, cols, T(1), sc.data(), bs, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
       }
+      // out = acc / l; a fully masked row gets output 0 and lse -inf, as in PyTorch.
+      T* O = out + ((b * s.Hq + h) * s.L + i0) * s.Ev;
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r;
-        T* O = out + ((b * s.Hq + h) * s.L + i) * s.Ev;
-        // A fully masked row: output 0 and lse -inf, as in PyTorch.
-        for (int64_t e = 0; e < s.Ev; ++e) O[e] = l[r] > 0 ? acc[r * s.Ev + e] / l[r] : T(0);
-        lse[(b * s.Hq + h) * s.L + i] = l[r] > 0 ? mx[r] + std::log(l[r]) : kNegInf;
+        lse[(b * s.Hq + h) * s.L + i0 + r] = l[r] > 0 ? mx[r] + std::log(l[r]) : kNegInf;
+        corr[r] = l[r] > 0 ? T(1) / l[r] : T(0);
       }
+      std::copy(acc.begin(), acc.begin() + rows * s.Ev, O);
+      scale_rows<T>(O, rows, s.Ev, s.Ev, corr.data());
     }
   });
 }
@@ -304,8 +350,9 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
         attention_simd::dots_rows(qrows.data(), rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data(),
                                   next_k);
         for (int64_t r = 0; r < rows; ++r)
-          corr[r] = online_softmax_step(sc.data() + r * cols, cols, partial, b, hk * s.group + r / s.L, r % s.L, k0,
-                                        score_mod, m.mask_mod, mx[r], l[r]);
+          apply_mods(sc.data() + r * cols, cols, partial, b, hk * s.group + r / s.L, r % s.L, k0, score_mod,
+                     m.mask_mod);
+        online_softmax<float>(sc.data(), rows, cols, cols, mx, l, corr.data());
         attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev, next_v);
       }
     }
@@ -360,7 +407,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
     }
     std::vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
         vt(static_cast<size_t>(s.Ev * bs)), p(static_cast<size_t>(bs * bs)), dp(static_cast<size_t>(bs * bs)),
-        deriv(static_cast<size_t>(bs));
+        deriv(static_cast<size_t>(bs * bs));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / s.Hkv, hk = task % s.Hkv;
       const T* K = s.k_st.row(k, s.kv_batch(b), hk, 0);
@@ -390,33 +437,40 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
             const T* dO = s.do_st.row(dout, b, h, i0);
             gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, kt.data(), bs, p.data(), bs, false);
             gemm<T>(rows, cols, s.Ev, T(1), dO, s.do_st.l, 1, vt.data(), bs, dp.data(), bs, false);
+            // The mods (and d score_mod / d score through the dual number),
+            // then P and dS in one pass over the block.
+            constexpr bool kPlain = std::is_same_v<ScoreMod, NoScoreMod>;
             for (int64_t r = 0; r < rows; ++r) {
               const int64_t i = i0 + r;
-              const T li = lse[off + i];
               T* pr = p.data() + r * bs;
-              T* dpr = dp.data() + r * bs;
-              if (li == kNegInf) {  // a fully masked row has no gradient
-                std::fill(pr, pr + cols, T(0));
-                std::fill(dpr, dpr + cols, T(0));
-                continue;
-              }
-              for (int64_t j = 0; j < cols; ++j) {
-                if (partial && !m.mask_mod(b, h, i, k0 + j)) {
-                  pr[j] = kNegInf, deriv[j] = 0;
-                  continue;
+              if constexpr (!kPlain)
+                for (int64_t j = 0; j < cols; ++j) {
+                  const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j);
+                  pr[j] = sd.v, deriv[r * bs + j] = sd.d;
                 }
-                const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j);
-                pr[j] = sd.v, deriv[j] = sd.d;
-              }
-              exp_sub_sum<T>(pr, cols, li);  // P = exp(score - lse); the sum is not needed
-              const T di = delta[g * s.L + i], sc = static_cast<T>(s.scale);
-              for (int64_t j = 0; j < cols; ++j) {
-                const T dmod = pr[j] * (dpr[j] - di);  // dLoss / d(score_mod's output)
-                if constexpr (HasLearnedTensors<ScoreMod>)
-                  if (learned && dmod != T(0))
-                    score_mod.backward_learned(static_cast<double>(dmod), b, h, i, k0 + j, local_ptrs.data());
-                dpr[j] = dmod * deriv[j] * sc;  // dS
-              }
+              if (partial)
+                for (int64_t j = 0; j < cols; ++j)
+                  if (!m.mask_mod(b, h, i, k0 + j)) pr[j] = kNegInf, deriv[r * bs + j] = 0;
+            }
+            const T* lse_rows = lse + off + i0;
+            const T* delta_rows = delta.data() + g * s.L + i0;
+            const T* d_mod = kPlain ? nullptr : deriv.data();
+            bool learned_grads = false;
+            if constexpr (HasLearnedTensors<ScoreMod>) learned_grads = learned != nullptr;
+            if (!learned_grads) {
+              softmax_grad<T>(p.data(), dp.data(), d_mod, rows, cols, bs, lse_rows, delta_rows,
+                              static_cast<T>(s.scale));
+            } else if constexpr (HasLearnedTensors<ScoreMod>) {
+              // dp = dLoss / d(score_mod's output) first: the learned
+              // tensors' gradients need it before the chain rule to the score.
+              softmax_grad<T>(p.data(), dp.data(), nullptr, rows, cols, bs, lse_rows, delta_rows, T(1));
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < cols; ++j) {
+                  T& g_ = dp[r * bs + j];
+                  if (g_ != T(0))
+                    score_mod.backward_learned(static_cast<double>(g_), b, h, i0 + r, k0 + j, local_ptrs.data());
+                  g_ *= deriv[r * bs + j] * static_cast<T>(s.scale);
+                }
             }
             gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.do_st.l, dV + k0 * s.dv_st.l, s.dv_st.l, true);
             gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.q_st.l, dK + k0 * s.dk_st.l, s.dk_st.l, true);

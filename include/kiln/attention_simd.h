@@ -28,6 +28,21 @@ inline __attribute__((always_inline)) void prefetch_row(const Prefetch& pf, int6
 
 // s[j] = exp(s[j] - mx); returns the sum.
 float exp_sub_sum(float* s, int64_t n, float mx);
+// Online-softmax update of rows x cols scores s (row stride ld) whose mods
+// are applied (-inf where masked), per row r: m = max(mx[r], row max);
+// s = exp(s - m) in place (0 where -inf); l[r] = l[r] * c + sum of the row;
+// mx[r] = m; corr[r] = c = exp(old mx[r] - m), the factor the row's
+// accumulator must be scaled by. A row with nothing visible keeps its state
+// (c = 1, zeros in s).
+void online_softmax(float* s, int64_t rows, int64_t cols, int64_t ld, float* mx, float* l, float* corr);
+// a[r * lda + e] *= f[r], for e < n.
+void scale_rows(float* a, int64_t rows, int64_t n, int64_t lda, const float* f);
+// The backward's elementwise step, in place on rows x cols blocks (row
+// stride ld): p = P = exp(p - lse[r]), dp = dS = P (dp - delta[r]) scale,
+// times deriv (same layout; d score_mod / d score) unless deriv is null.
+// Rows with lse -inf (fully masked) get zeros in both.
+void softmax_grad(float* p, float* dp, const float* deriv, int64_t rows, int64_t cols, int64_t ld, const float* lse,
+                  const float* delta, float scale);
 // s[r * n + j] = scale * dot(q row r, k row j), rows of length E, k row-major:
 // each key row is loaded once for all query rows (decoding, GQA groups).
 // Row j of `pf` is prefetched alongside key row j (also in accumulate_rows).

@@ -8,8 +8,10 @@
 #include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kiln/attention_simd.h"
 
@@ -36,6 +38,73 @@ float ExpSubSum(float* s, int64_t n, float mx) {
     total += s[j];
   }
   return total;
+}
+
+// Online-softmax update of a block of scores (mods applied, -inf where
+// masked), row by row: see attention_simd.h.
+void OnlineSoftmax(float* s, int64_t rows, int64_t cols, int64_t ld, float* mx, float* l, float* corr) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    auto vmax = hn::Set(d, kNegInf);
+    int64_t j = 0;
+    for (; j + N <= cols; j += N) vmax = hn::Max(vmax, hn::LoadU(d, row + j));
+    float bmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    for (; j < cols; ++j) bmax = std::max(bmax, row[j]);
+    if (bmax == kNegInf) {  // nothing visible in this block: P = 0, state unchanged
+      std::fill(row, row + cols, 0.0f);
+      corr[r] = 1.0f;
+      continue;
+    }
+    const float nmax = std::max(mx[r], bmax);
+    corr[r] = mx[r] == kNegInf ? 0.0f : std::exp(mx[r] - nmax);
+    l[r] = l[r] * corr[r] + ExpSubSum(row, cols, nmax);
+    mx[r] = nmax;
+  }
+}
+
+// a[r * lda + e] *= f[r] for e < n.
+void ScaleRows(float* a, int64_t rows, int64_t n, int64_t lda, const float* f) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (f[r] == 1.0f) continue;
+    float* ar = a + r * lda;
+    const auto vf = hn::Set(d, f[r]);
+    int64_t e = 0;
+    for (; e + N <= n; e += N) hn::StoreU(hn::Mul(hn::LoadU(d, ar + e), vf), d, ar + e);
+    for (; e < n; ++e) ar[e] *= f[r];
+  }
+}
+
+// The backward's elementwise step over a block: P = exp(S - lse) and
+// dS = P (dP - delta) deriv scale, in place.
+void SoftmaxGrad(float* p, float* dp, const float* deriv, int64_t rows, int64_t cols, int64_t ld, const float* lse,
+                 const float* delta, float scale) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const auto vs = hn::Set(d, scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* pr = p + r * ld;
+    float* dpr = dp + r * ld;
+    if (lse[r] == kNegInf) {  // a fully masked row has no gradient
+      std::fill(pr, pr + cols, 0.0f);
+      std::fill(dpr, dpr + cols, 0.0f);
+      continue;
+    }
+    ExpSubSum(pr, cols, lse[r]);
+    const auto vd = hn::Set(d, delta[r]);
+    int64_t j = 0;
+    for (; j + N <= cols; j += N) {
+      auto g = hn::Mul(hn::Mul(hn::LoadU(d, pr + j), hn::Sub(hn::LoadU(d, dpr + j), vd)), vs);
+      if (deriv) g = hn::Mul(g, hn::LoadU(d, deriv + r * ld + j));
+      hn::StoreU(g, d, dpr + j);
+    }
+    for (; j < cols; ++j) dpr[j] = pr[j] * (dpr[j] - delta[r]) * scale * (deriv ? deriv[r * ld + j] : 1.0f);
+  }
 }
 
 // Keys and values are read as stored: float32, or bfloat16 bits widened in
@@ -332,6 +401,9 @@ HWY_EXPORT(AccumulateRows);
 HWY_EXPORT(DotsRowsBF16);
 HWY_EXPORT(AccumulateRowsBF16);
 HWY_EXPORT(Gemm);
+HWY_EXPORT(OnlineSoftmax);
+HWY_EXPORT(ScaleRows);
+HWY_EXPORT(SoftmaxGrad);
 
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
           int64_t ldb, float* C, int64_t ldc, bool accumulate) {
@@ -356,5 +428,15 @@ void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows
   HWY_DYNAMIC_DISPATCH(AccumulateRowsBF16)(acc, corr, p, rows, reinterpret_cast<const uint16_t*>(v), n, Ev, pf);
 }
 float exp_sub_sum(float* s, int64_t n, float mx) { return HWY_DYNAMIC_DISPATCH(ExpSubSum)(s, n, mx); }
+void online_softmax(float* s, int64_t rows, int64_t cols, int64_t ld, float* mx, float* l, float* corr) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmax)(s, rows, cols, ld, mx, l, corr);
+}
+void scale_rows(float* a, int64_t rows, int64_t n, int64_t lda, const float* f) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(a, rows, n, lda, f);
+}
+void softmax_grad(float* p, float* dp, const float* deriv, int64_t rows, int64_t cols, int64_t ld, const float* lse,
+                  const float* delta, float scale) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGrad)(p, dp, deriv, rows, cols, ld, lse, delta, scale);
+}
 }  // namespace kiln::attention_simd
 #endif
