@@ -323,10 +323,19 @@ void AccumulateRowsBF16(float* acc, const float* corr, const float* p, int64_t r
   AccumulateRowsT(acc, corr, p, rows, v, n, Ev, pf);
 }
 
+// Targets with 32 vector registers (AVX-512, NEON) take 8 x 2-vector tiles
+// of C: 16 accumulators hide the FMA latency and each pair of B vectors
+// loaded feeds 16 FMAs. Fixed-size arrays of vectors need sized vectors
+// (not SVE); 16-register targets (SSE4, AVX2) keep 4 x 2 tiles.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR && !(HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3)
+#define KILN_GEMM_8_ROWS 1
+#else
+#define KILN_GEMM_8_ROWS 0
+#endif
+
 // C (M x N, ldc) = alpha * A @ B (+ C when accumulate). A is M x K with
 // element (i, k) at A[i * a_rs + k * a_cs], so a transposed operand needs no
-// copy; B is K x N with rows ldb apart. Four rows by two vectors per tile:
-// each B vector loaded feeds four FMAs. The forward's two products per
+// copy; B is K x N with rows ldb apart. The forward's two products per
 // block pair and the backward's five all have this form.
 void Gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
           int64_t ldb, float* C, int64_t ldc, bool accumulate) {
@@ -342,52 +351,79 @@ void Gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t 
     for (int64_t k = 0; k < K; ++k) t += A[i * a_rs + k * a_cs] * B[k * ldb + j];
     C[i * ldc + j] = accumulate ? C[i * ldc + j] + alpha * t : alpha * t;
   };
-  int64_t i = 0;
-  for (; i + 4 <= M; i += 4) {
-    const float* a0 = A + i * a_rs;
-    const float *a1 = a0 + a_rs, *a2 = a1 + a_rs, *a3 = a2 + a_rs;
-    int64_t j = 0;
-    for (; j + 2 * NL <= N; j += 2 * NL) {
-      auto c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
-      auto c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
+  // Rows [i, i_end) from column j0 on: 4 x 2-vector tiles, then narrower.
+  auto rest = [&](int64_t i, int64_t i_end, int64_t j0) {
+    for (; i + 4 <= i_end; i += 4) {
+      const float* a0 = A + i * a_rs;
+      const float *a1 = a0 + a_rs, *a2 = a1 + a_rs, *a3 = a2 + a_rs;
+      int64_t j = j0;
+      for (; j + 2 * NL <= N; j += 2 * NL) {
+        auto c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
+        auto c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
+        for (int64_t k = 0; k < K; ++k) {
+          const float* b = B + k * ldb + j;
+          const auto b0 = hn::LoadU(d, b), b1 = hn::LoadU(d, b + NL);
+          const int64_t ak = k * a_cs;
+          const auto x0 = hn::Set(d, a0[ak]), x1 = hn::Set(d, a1[ak]), x2 = hn::Set(d, a2[ak]), x3 = hn::Set(d, a3[ak]);
+          c00 = hn::MulAdd(x0, b0, c00), c01 = hn::MulAdd(x0, b1, c01);
+          c10 = hn::MulAdd(x1, b0, c10), c11 = hn::MulAdd(x1, b1, c11);
+          c20 = hn::MulAdd(x2, b0, c20), c21 = hn::MulAdd(x2, b1, c21);
+          c30 = hn::MulAdd(x3, b0, c30), c31 = hn::MulAdd(x3, b1, c31);
+        }
+        float* c = C + i * ldc + j;
+        put(c, c00), put(c + NL, c01), put(c + ldc, c10), put(c + ldc + NL, c11);
+        put(c + 2 * ldc, c20), put(c + 2 * ldc + NL, c21), put(c + 3 * ldc, c30), put(c + 3 * ldc + NL, c31);
+      }
+      for (; j + NL <= N; j += NL) {
+        auto c0 = hn::Zero(d), c1 = hn::Zero(d), c2 = hn::Zero(d), c3 = hn::Zero(d);
+        for (int64_t k = 0; k < K; ++k) {
+          const auto b0 = hn::LoadU(d, B + k * ldb + j);
+          const int64_t ak = k * a_cs;
+          c0 = hn::MulAdd(hn::Set(d, a0[ak]), b0, c0), c1 = hn::MulAdd(hn::Set(d, a1[ak]), b0, c1);
+          c2 = hn::MulAdd(hn::Set(d, a2[ak]), b0, c2), c3 = hn::MulAdd(hn::Set(d, a3[ak]), b0, c3);
+        }
+        float* c = C + i * ldc + j;
+        put(c, c0), put(c + ldc, c1), put(c + 2 * ldc, c2), put(c + 3 * ldc, c3);
+      }
+      for (; j < N; ++j)
+        for (int64_t r = 0; r < 4; ++r) scalar(i + r, j);
+    }
+    for (; i < i_end; ++i) {
+      int64_t j = j0;
+      for (; j + NL <= N; j += NL) {
+        auto c0 = hn::Zero(d);
+        for (int64_t k = 0; k < K; ++k)
+          c0 = hn::MulAdd(hn::Set(d, A[i * a_rs + k * a_cs]), hn::LoadU(d, B + k * ldb + j), c0);
+        put(C + i * ldc + j, c0);
+      }
+      for (; j < N; ++j) scalar(i, j);
+    }
+  };
+  int64_t rows8 = 0;
+#if KILN_GEMM_8_ROWS
+  rows8 = M / 8 * 8;
+  const int64_t cols2 = N / (2 * NL) * (2 * NL);
+  for (int64_t i = 0; i < rows8; i += 8)
+    for (int64_t j = 0; j < cols2; j += 2 * NL) {
+      hn::Vec<D> c[8][2];
+      for (auto& row : c) row[0] = row[1] = hn::Zero(d);
+      const float* a = A + i * a_rs;
       for (int64_t k = 0; k < K; ++k) {
         const float* b = B + k * ldb + j;
         const auto b0 = hn::LoadU(d, b), b1 = hn::LoadU(d, b + NL);
-        const int64_t ak = k * a_cs;
-        const auto x0 = hn::Set(d, a0[ak]), x1 = hn::Set(d, a1[ak]), x2 = hn::Set(d, a2[ak]), x3 = hn::Set(d, a3[ak]);
-        c00 = hn::MulAdd(x0, b0, c00), c01 = hn::MulAdd(x0, b1, c01);
-        c10 = hn::MulAdd(x1, b0, c10), c11 = hn::MulAdd(x1, b1, c11);
-        c20 = hn::MulAdd(x2, b0, c20), c21 = hn::MulAdd(x2, b1, c21);
-        c30 = hn::MulAdd(x3, b0, c30), c31 = hn::MulAdd(x3, b1, c31);
+        const float* ak = a + k * a_cs;
+        for (int64_t r = 0; r < 8; ++r) {
+          const auto x = hn::Set(d, ak[r * a_rs]);
+          c[r][0] = hn::MulAdd(x, b0, c[r][0]), c[r][1] = hn::MulAdd(x, b1, c[r][1]);
+        }
       }
-      float* c = C + i * ldc + j;
-      put(c, c00), put(c + NL, c01), put(c + ldc, c10), put(c + ldc + NL, c11);
-      put(c + 2 * ldc, c20), put(c + 2 * ldc + NL, c21), put(c + 3 * ldc, c30), put(c + 3 * ldc + NL, c31);
+      for (int64_t r = 0; r < 8; ++r) put(C + (i + r) * ldc + j, c[r][0]), put(C + (i + r) * ldc + j + NL, c[r][1]);
     }
-    for (; j + NL <= N; j += NL) {
-      auto c0 = hn::Zero(d), c1 = hn::Zero(d), c2 = hn::Zero(d), c3 = hn::Zero(d);
-      for (int64_t k = 0; k < K; ++k) {
-        const auto b0 = hn::LoadU(d, B + k * ldb + j);
-        const int64_t ak = k * a_cs;
-        c0 = hn::MulAdd(hn::Set(d, a0[ak]), b0, c0), c1 = hn::MulAdd(hn::Set(d, a1[ak]), b0, c1);
-        c2 = hn::MulAdd(hn::Set(d, a2[ak]), b0, c2), c3 = hn::MulAdd(hn::Set(d, a3[ak]), b0, c3);
-      }
-      float* c = C + i * ldc + j;
-      put(c, c0), put(c + ldc, c1), put(c + 2 * ldc, c2), put(c + 3 * ldc, c3);
-    }
-    for (; j < N; ++j)
-      for (int64_t r = 0; r < 4; ++r) scalar(i + r, j);
-  }
-  for (; i < M; ++i) {
-    int64_t j = 0;
-    for (; j + NL <= N; j += NL) {
-      auto c0 = hn::Zero(d);
-      for (int64_t k = 0; k < K; ++k) c0 = hn::MulAdd(hn::Set(d, A[i * a_rs + k * a_cs]), hn::LoadU(d, B + k * ldb + j), c0);
-      put(C + i * ldc + j, c0);
-    }
-    for (; j < N; ++j) scalar(i, j);
-  }
+  if (cols2 < N) rest(0, rows8, cols2);
+#endif
+  rest(rows8, M, 0);
 }
+#undef KILN_GEMM_8_ROWS
 
 }  // namespace kiln::attention_simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
