@@ -96,13 +96,15 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "gelu_backward")  // a * gelu'(b), as kiln's kernel computes it
     return "(" + a + ") * (0.5f * (1.0f + erff(" + b + " * 0.70710678f)) + " + b + " * expf(-0.5f * " + b + " * " + b +
            ") * 0.3989422804f)";
+  // The tanh GELU through one expf: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u))
+  // and 1 - tanh(u)^2 = 4 s (1 - s) for that s; libmvec's tanhf made these
+  // loops 2.6x slower than the eager kernels (Highway's Tanh).
   if (op == "gelu_tanh_backward")
-    return "({ const float t_ = tanhf(0.7978845608f * (" + b + " + 0.044715f * " + b + " * " + b + " * " + b +
-           ")); (" + a + ") * (0.5f * (1.0f + t_) + 0.5f * " + b + " * (1.0f - t_ * t_) * 0.7978845608f * (1.0f + " +
-           "0.134145f * " + b + " * " + b + ")); })";
+    return "({ const float x_ = (" + b + "); const float s_ = 1.0f / (1.0f + expf(-1.5957691216f * (x_ + 0.044715f * "
+           "x_ * x_ * x_))); (" + a + ") * (s_ + 2.0f * x_ * s_ * (1.0f - s_) * 0.7978845608f * (1.0f + 0.134145f * "
+           "x_ * x_)); })";
   if (op == "gelu_tanh")
-    return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608f * (" + a + " + 0.044715f * " + a + " * " + a + " * " + a +
-           ")))";
+    return "({ const float x_ = (" + a + "); x_ / (1.0f + expf(-1.5957691216f * (x_ + 0.044715f * x_ * x_ * x_))); })";
   return "";
 }
 
