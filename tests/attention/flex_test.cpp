@@ -101,6 +101,31 @@ TEST(FlexAttention, StandardMasksOddLengthsGqaAndBroadcast) {
                       0, gqa);
 }
 
+TEST(FlexAttention, Float32TilesWideHeadsAndLongKeys) {
+  // Shapes that reach every float32 path: blocks of 32 keys and heads of 40
+  // and 48 (the 8-row GEMM tiles with 4-row, single-row and scalar-column
+  // remainders), and keys of more than kKeptKeysBytes (4100 x 256 floats;
+  // transposed per block instead of once per thread) with 5 query rows,
+  // unsplit so the tiled kernel runs.
+  manual_seed(48);
+  FlexOptions gqa;
+  gqa.enable_gqa = true;
+  const Inputs wide = make_qkv(2, 4, 2, 77, 101, 40, 48, kFloat32);
+  check_against_dense("wide heads causal", wide, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 77, 101, 32), {}, 0,
+                      gqa);
+  check_against_dense("wide heads window", wide, NoScoreMod{},
+                      create_block_mask(SlidingWindowMask{40}, 2, 4, 77, 101, 32), {}, 0, gqa);
+  // 12 tasks of 3 query blocks: chunks of the thread pool's split start
+  // inside a head, so a thread moves on to another KV head's blocks.
+  const Inputs heads = make_qkv(1, 4, 4, 70, 101, 40, 48, kFloat32);
+  check_against_dense("per-head keys", heads, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 70, 101, 32), {}, 0);
+  const int64_t S = 4100, E = 256;
+  ASSERT_GT(S * E * static_cast<int64_t>(sizeof(float)), attention_detail::kKeptKeysBytes);
+  const Inputs longk = make_qkv(1, 2, 1, 5, S, E, 32, kFloat32);
+  gqa.kv_partitions = 1;
+  check_against_dense("long keys", longk, NoScoreMod{}, create_block_mask(NoopMask{}, 1, 1, 5, S, 128), {}, 0, gqa);
+}
+
 TEST(FlexAttention, StridedHeadsOfAFusedProjection) {
   // q, k, v as head views of one (B, L, 3 * H * E) projection and a strided
   // output gradient, as in the GPT: read in place (rows with a contiguous last
