@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <type_traits>
@@ -239,7 +240,9 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   const int64_t bs = m.block_size, nq = m.num_q_blocks(), nk = m.num_kv_blocks();
   const bool keep = nk * bs * s.E * static_cast<int64_t>(sizeof(T)) <= kKeptKeysBytes;
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> sc(static_cast<size_t>(bs * bs)), kt(static_cast<size_t>((keep ? nk : 1) * bs * s.E));
+    // kt is written before it is read: left uninitialised (it may be megabytes).
+    std::vector<T> sc(static_cast<size_t>(bs * bs));
+    const std::unique_ptr<T[]> kt(new T[static_cast<size_t>((keep ? nk : 1) * bs * s.E)]);
     std::vector<int64_t> kt_head(static_cast<size_t>(keep ? nk : 1), -1);  // whose block each slot holds
     std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), corr(static_cast<size_t>(bs)),
         acc(static_cast<size_t>(bs * s.Ev));
@@ -258,7 +261,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0, slot = keep ? kb : 0;
-        T* ktb = kt.data() + slot * bs * s.E;
+        T* ktb = kt.get() + slot * bs * s.E;
         if (!keep || kt_head[slot] != head) {
           transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, ktb, bs);
           kt_head[slot] = head;
