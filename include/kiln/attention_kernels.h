@@ -245,7 +245,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
     const std::unique_ptr<T[]> kt(new T[static_cast<size_t>((keep ? nk : 1) * bs * s.E)]);
     std::vector<int64_t> kt_head(static_cast<size_t>(keep ? nk : 1), -1);  // whose block each slot holds
     std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), corr(static_cast<size_t>(bs)),
-        acc(static_cast<size_t>(bs * s.Ev));
+        acc(static_cast<size_t>(bs * s.Ev)), qrows(static_cast<size_t>(4 * s.E));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
       const int64_t head = s.kv_batch(b) * s.Hkv + hk;
@@ -257,24 +257,39 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
       std::fill(mx.begin(), mx.end(), kNegInf);
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
+      // A few query rows (decoding where flash decoding does not apply, or
+      // the last rows of a sequence): dot products against the K rows in
+      // place, as flash decoding does, instead of transposing whole blocks
+      // of K for so little work.
+      const T* Q = s.q_st.row(q, b, h, i0);
+      bool by_dots = false;
+      if constexpr (std::is_same_v<T, float>) by_dots = rows <= 4 && s.k_st.l == s.E;
+      if (by_dots && s.q_st.l != s.E) {
+        for (int64_t r = 0; r < rows; ++r) std::copy(Q + r * s.q_st.l, Q + r * s.q_st.l + s.E, qrows.begin() + r * s.E);
+        Q = qrows.data();
+      }
       for (int64_t n = 0; n < bl.n_partial + bl.n_full; ++n) {
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0, slot = keep ? kb : 0;
-        T* ktb = kt.get() + slot * bs * s.E;
-        if (!keep || kt_head[slot] != head) {
-          transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, ktb, bs);
-          kt_head[slot] = head;
-        }
+        const int64_t ld = by_dots ? cols : bs;  // row stride of the block's scores
         // S = Q K^T for the whole block, the mods and the online-softmax
         // step per row, then acc = corr * acc + P V.
-        gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), s.q_st.row(q, b, h, i0), s.q_st.l, 1, ktb, bs, sc.data(),
-                bs, false);
+        if constexpr (std::is_same_v<T, float>)
+          if (by_dots) attention_simd::dots_rows(Q, rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data());
+        if (!by_dots) {
+          T* ktb = kt.get() + slot * bs * s.E;
+          if (!keep || kt_head[slot] != head) {
+            transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, ktb, bs);
+            kt_head[slot] = head;
+          }
+          gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, ktb, bs, sc.data(), bs, false);
+        }
         for (int64_t r = 0; r < rows; ++r)
-          apply_mods(sc.data() + r * bs, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod);
-        online_softmax<T>(sc.data(), rows, cols, bs, mx.data(), l.data(), corr.data());
+          apply_mods(sc.data() + r * ld, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod);
+        online_softmax<T>(sc.data(), rows, cols, ld, mx.data(), l.data(), corr.data());
         scale_rows<T>(acc.data(), rows, s.Ev, s.Ev, corr.data());
-        gemm<T>(rows, s.Ev, cols, T(1), sc.data(), bs, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
+        gemm<T>(rows, s.Ev, cols, T(1), sc.data(), ld, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
       }
       // out = acc / l; a fully masked row gets output 0 and lse -inf, as in PyTorch.
       T* O = out + ((b * s.Hq + h) * s.L + i0) * s.Ev;

@@ -119,6 +119,19 @@ TEST(FlexAttention, Float32TilesWideHeadsAndLongKeys) {
   // inside a head, so a thread moves on to another KV head's blocks.
   const Inputs heads = make_qkv(1, 4, 4, 70, 101, 40, 48, kFloat32);
   check_against_dense("per-head keys", heads, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 70, 101, 32), {}, 0);
+  // Up to 4 query rows under a per-head mask (not flash decoding's case): the
+  // tiled kernel takes scores as dot products against K rows in place; a
+  // strided q (head view of a (B, L, H, E) tensor) is copied to rows first.
+  for (int64_t rows_e : {3 * 1000 + 40, 4 * 1000 + 64}) {
+    const int64_t L = rows_e / 1000, Ed = rows_e % 1000;
+    Inputs few = make_qkv(2, 4, 2, L, 101, Ed, 48, kFloat32);
+    const auto bm = create_block_mask(SlidingWindowMask{30}, 1, 4, L, 101, 32);
+    check_against_dense("few rows " + std::to_string(L), few, NoScoreMod{}, bm, {}, 0, gqa);
+    // Stateless mods run as the dispatcher op, which reads q's rows in place.
+    few.q = randn({2, L, 4, Ed}, kFloat32).transpose(1, 2).detach().requires_grad_();
+    check_against_dense("few strided rows " + std::to_string(L), few, NoScoreMod{},
+                        create_block_mask(NoopMask{}, 1, 4, L, 101, 32), {}, 0, gqa);
+  }
   const int64_t S = 4100, E = 256;
   ASSERT_GT(S * E * static_cast<int64_t>(sizeof(float)), attention_detail::kKeptKeysBytes);
   const Inputs longk = make_qkv(1, 2, 1, 5, S, E, 32, kFloat32);
