@@ -26,8 +26,6 @@ inline __attribute__((always_inline)) void prefetch_lines(const Prefetch& pf, in
 }
 inline __attribute__((always_inline)) void prefetch_row(const Prefetch& pf, int64_t j) { prefetch_lines(pf, j, 0, row_lines(pf)); }
 
-// s[j] = exp(s[j] - mx); returns the sum.
-float exp_sub_sum(float* s, int64_t n, float mx);
 // Online-softmax update of rows x cols scores s (row stride ld) whose mods
 // are applied (-inf where masked), per row r: m = max(mx[r], row max);
 // s = exp(s - m) in place (0 where -inf); l[r] = l[r] * c + sum of the row;

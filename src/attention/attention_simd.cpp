@@ -243,8 +243,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
                      const Prefetch& pf) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t e = 0; e < Ev; ++e) acc[r * Ev + e] *= corr[r];
+  ScaleRows(acc, rows, Ev, Ev, corr);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     float* a = acc + r * Ev;
@@ -430,7 +429,6 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kiln::attention_simd {
-HWY_EXPORT(ExpSubSum);
 HWY_EXPORT(DotsRows);
 
 HWY_EXPORT(AccumulateRows);
@@ -463,7 +461,6 @@ void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows
                      int64_t Ev, const Prefetch& pf) {
   HWY_DYNAMIC_DISPATCH(AccumulateRowsBF16)(acc, corr, p, rows, reinterpret_cast<const uint16_t*>(v), n, Ev, pf);
 }
-float exp_sub_sum(float* s, int64_t n, float mx) { return HWY_DYNAMIC_DISPATCH(ExpSubSum)(s, n, mx); }
 void online_softmax(float* s, int64_t rows, int64_t cols, int64_t ld, float* mx, float* l, float* corr) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmax)(s, rows, cols, ld, mx, l, corr);
 }
