@@ -15,6 +15,7 @@
 
 #include "kiln/dispatch.h"
 
+#include "kiln/aligned_buffer.h"
 #include "kiln/attention_simd.h"
 #include "kiln/autograd.h"
 #include "kiln/error.h"
@@ -241,10 +242,10 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   const bool keep = nk * bs * s.E * static_cast<int64_t>(sizeof(T)) <= kKeptKeysBytes;
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
     // kt is written before it is read: left uninitialised (it may be megabytes).
-    std::vector<T> sc(static_cast<size_t>(bs * bs));
-    const std::unique_ptr<T[]> kt(new T[static_cast<size_t>((keep ? nk : 1) * bs * s.E)]);
+    aligned_vector<T> sc(static_cast<size_t>(bs * bs));
+    const auto kt = uninitialized_aligned<T>(static_cast<size_t>((keep ? nk : 1) * bs * s.E));
     std::vector<int64_t> kt_head(static_cast<size_t>(keep ? nk : 1), -1);  // whose block each slot holds
-    std::vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), corr(static_cast<size_t>(bs)),
+    aligned_vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), corr(static_cast<size_t>(bs)),
         acc(static_cast<size_t>(bs * s.Ev)), qrows(static_cast<size_t>(4 * s.E));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hq * nq), h = (task / nq) % s.Hq, qb = task % nq, hk = h / s.group;
@@ -331,10 +332,10 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t bs = m.block_size, rows = s.group * s.L;  // row r: query head hk*group + r/L, position r%L
   const int64_t tasks = s.B * s.Hkv * P;
-  std::vector<float> pm(static_cast<size_t>(tasks * rows)), pl(static_cast<size_t>(tasks * rows)),
+  aligned_vector<float> pm(static_cast<size_t>(tasks * rows)), pl(static_cast<size_t>(tasks * rows)),
       pacc(static_cast<size_t>(tasks * rows * s.Ev));
   parallel_for(0, tasks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> qrows(static_cast<size_t>(rows * s.E)), sc(static_cast<size_t>(rows * bs)),
+    aligned_vector<float> qrows(static_cast<size_t>(rows * s.E)), sc(static_cast<size_t>(rows * bs)),
         corr(static_cast<size_t>(rows));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / (s.Hkv * P), hk = (task / P) % s.Hkv, part = task % P;
@@ -358,20 +359,21 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
         const bool partial = n < bl.n_partial;
         const int64_t kb = block_at(n);
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
-        // The next block's keys stream in during this block's dots, its values during P V.
-        attention_simd::Prefetch next_k, next_v;
+        // K and V are read as one stream: this block's values come in
+        // during its dots, the next block's keys during P V.
+        const attention_simd::Prefetch values{V + k0 * s.Ev, cols, static_cast<int64_t>(s.Ev * sizeof(KV))};
+        attention_simd::Prefetch next_keys;
         if (n + 1 < end) {
-          const int64_t nk0 = block_at(n + 1) * bs, ncols = std::min(s.S, nk0 + bs) - nk0;
-          next_k = {K + nk0 * s.E, ncols, static_cast<int64_t>(s.E * sizeof(KV))};
-          next_v = {V + nk0 * s.Ev, ncols, static_cast<int64_t>(s.Ev * sizeof(KV))};
+          const int64_t nk0 = block_at(n + 1) * bs;
+          next_keys = {K + nk0 * s.E, std::min(s.S, nk0 + bs) - nk0, static_cast<int64_t>(s.E * sizeof(KV))};
         }
         attention_simd::dots_rows(qrows.data(), rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data(),
-                                  next_k);
+                                  values);
         for (int64_t r = 0; r < rows; ++r)
           apply_mods(sc.data() + r * cols, cols, partial, b, hk * s.group + r / s.L, r % s.L, k0, score_mod,
                      m.mask_mod);
         online_softmax<float>(sc.data(), rows, cols, cols, mx, l, corr.data());
-        attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev, next_v);
+        attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev, next_keys);
       }
     }
   });
@@ -423,7 +425,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
       for (const auto& buf : *learned) local.emplace_back(buf.size(), 0.0);
       for (auto& buf : local) local_ptrs.push_back(buf.data());
     }
-    std::vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
+    aligned_vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
         vt(static_cast<size_t>(s.Ev * bs)), p(static_cast<size_t>(bs * bs)), dp(static_cast<size_t>(bs * bs)),
         deriv(static_cast<size_t>(bs * bs));
     for (int64_t task = lo; task < hi; ++task) {

@@ -61,13 +61,13 @@ KILN_BF16DOT void q_to_bf16(const float* q, int64_t rows, int64_t E, std::vector
 // R query rows (R = 4, or 1 for the rest) against keys [j0, n), E % 32 == 0.
 template <int R>
 KILN_BF16DOT void dots_block(const uint16_t* qb, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
-                             int64_t s_stride, const Prefetch& pf, bool prefetch) {
+                             int64_t s_stride, const StreamAhead& stream, bool prefetch) {
   const int64_t chunks = E / 32;
   int64_t j = 0;
   if constexpr (R == 4)
     for (; j + 4 <= n; j += 4) {
       if (prefetch)
-        for (int64_t u = 0; u < 4; ++u) prefetch_row(pf, j + u);
+        for (int64_t u = 0; u < 4; ++u) stream.prefetch_row(j + u);
       __m512 acc[16];  // acc[row * 4 + key]
       for (auto& a : acc) a = _mm512_setzero_ps();
       for (int64_t c = 0; c < chunks; ++c) {
@@ -84,7 +84,7 @@ KILN_BF16DOT void dots_block(const uint16_t* qb, const uint16_t* k, int64_t n, i
         for (int u = 0; u < 4; ++u) s[row * s_stride + j + u] = dots[row * 4 + u];
     }
   for (; j < n; ++j) {
-    if (prefetch) prefetch_row(pf, j);
+    if (prefetch) stream.prefetch_row(j);
     for (int row = 0; row < R; ++row) {
       __m512 a = _mm512_setzero_ps();
       for (int64_t c = 0; c < chunks; ++c)
@@ -98,9 +98,10 @@ KILN_BF16DOT void dots(const float* q, int64_t rows, const uint16_t* k, int64_t 
                        const Prefetch& pf) {
   thread_local std::vector<uint16_t> qb;
   q_to_bf16(q, rows, E, qb);
+  const StreamAhead stream(k, n, E * static_cast<int64_t>(sizeof(uint16_t)), pf);
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) dots_block<4>(qb.data() + r * E, k, n, E, scale, s + r * n, n, pf, r == 0);
-  for (; r < rows; ++r) dots_block<1>(qb.data() + r * E, k, n, E, scale, s + r * n, n, pf, r == 0);
+  for (; r + 4 <= rows; r += 4) dots_block<4>(qb.data() + r * E, k, n, E, scale, s + r * n, n, stream, r == 0);
+  for (; r < rows; ++r) dots_block<1>(qb.data() + r * E, k, n, E, scale, s + r * n, n, stream, r == 0);
 }
 
 // P V pairs keys: unpacking rows j and j + 1 of V interleaves their
@@ -132,8 +133,10 @@ KILN_BF16DOT PairOrder pair_order() {
 template <int R>
 KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pair_stride, const uint16_t* v, int64_t n,
                                    int64_t Ev, const Prefetch& pf, bool prefetch, const PairOrder& order) {
+  // The next chunk's rows stream in while this chunk's passes run.
   constexpr int64_t kKeyChunk = 32;
-  const int64_t passes = Ev / 32, lines = row_lines(pf);
+  const StreamAhead stream(v, n, Ev * static_cast<int64_t>(sizeof(uint16_t)), pf, kKeyChunk);
+  const int64_t passes = Ev / 32, lines = stream.lines();
   for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
     const int64_t j1 = std::min(n, j0 + kKeyChunk);
     for (int64_t pass = 0; pass < passes; ++pass) {
@@ -146,8 +149,8 @@ KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pa
       }
       for (int64_t j = j0; j < j1; j += 2) {
         if (prefetch) {
-          prefetch_lines(pf, j, line0, line1);
-          prefetch_lines(pf, j + 1, line0, line1);
+          stream.prefetch_lines(j, line0, line1);
+          stream.prefetch_lines(j + 1, line0, line1);
         }
         const __m512i va = _mm512_loadu_si512(v + j * Ev + e);
         const __m512i vb = j + 1 < n ? _mm512_loadu_si512(v + (j + 1) * Ev + e) : _mm512_setzero_si512();

@@ -159,6 +159,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
                const Prefetch& pf) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const StreamAhead stream(k, n, E * static_cast<int64_t>(sizeof(KV)), pf);
   int64_t r = 0;
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
   // Four query rows by N/4 keys: the N accumulators are summed together by
@@ -173,7 +174,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
       int64_t j = 0;
       for (; j + KJ <= n; j += KJ) {
         if (r == 0)
-          for (int64_t u = 0; u < KJ; ++u) prefetch_row(pf, j + u);
+          for (int64_t u = 0; u < KJ; ++u) stream.prefetch_row(j + u);
         hn::Vec<D> acc[4 * KJ];  // acc[row * KJ + key]
         for (auto& a : acc) a = hn::Zero(d);
         for (int64_t e = 0; e < E; e += N) {
@@ -190,7 +191,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
           for (int64_t u = 0; u < KJ; ++u) s[(r + row) * n + j + u] = dots[row * KJ + u];
       }
       for (; j < n; ++j) {
-        if (r == 0) prefetch_row(pf, j);
+        if (r == 0) stream.prefetch_row(j);
         for (int64_t row = 0; row < 4; ++row) {
           auto a = hn::Zero(d);
           for (int64_t e = 0; e < E; e += N) a = hn::MulAdd(hn::LoadU(d, qr + row * E + e), LoadKV(d, k + j * E + e), a);
@@ -202,7 +203,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   for (; r + 4 <= rows; r += 4) {
     const float *q0 = q + r * E, *q1 = q0 + E, *q2 = q1 + E, *q3 = q2 + E;
     for (int64_t j = 0; j < n; ++j) {
-      if (r == 0) prefetch_row(pf, j);
+      if (r == 0) stream.prefetch_row(j);
       const KV* kj = k + j * E;
       auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
       int64_t e = 0;
@@ -224,7 +225,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   for (; r < rows; ++r) {
     const float* qr = q + r * E;
     for (int64_t j = 0; j < n; ++j) {
-      if (r == 0) prefetch_row(pf, j);
+      if (r == 0) stream.prefetch_row(j);
       const KV* kj = k + j * E;
       auto acc = hn::Zero(d);
       int64_t e = 0;
@@ -249,14 +250,15 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
     float* a = acc + r * Ev;
     const float* pr = p + r * n;
     // Keys go in chunks so that the V rows of one chunk stay in L1 across
-    // the passes over Ev.
+    // the passes over Ev; the next chunk's rows stream in meanwhile.
     constexpr int64_t kKeyChunk = 32;
+    const StreamAhead stream(v, n, Ev * static_cast<int64_t>(sizeof(KV)), pf, kKeyChunk);
     int64_t e = 0;
-    const int64_t passes = Ev / (2 * N), lines = row_lines(pf);
+    const int64_t passes = Ev / (2 * N), lines = stream.lines();
     for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
       const int64_t j1 = std::min(n, j0 + kKeyChunk);
       for (e = 0; e + 2 * N <= Ev; e += 2 * N) {
-        // This pass's share of each next-block row: spreading the misses
+        // This pass's share of each next-chunk row: spreading the misses
         // over the passes keeps them from piling up into a stall.
         const int64_t pass = e / (2 * N), line0 = lines * pass / passes, line1 = lines * (pass + 1) / passes;
         auto c00 = hn::LoadU(d, a + e), c01 = hn::LoadU(d, a + e + N);
@@ -264,7 +266,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
         auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
         auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
         for (int64_t j = j0; j < j1; ++j) {
-          if (r == 0) prefetch_lines(pf, j, line0, line1);
+          if (r == 0) stream.prefetch_lines(j, line0, line1);
           const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
           const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
           const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
@@ -286,9 +288,11 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
         a[u * Ev + e] = t;
       }
   }
+  const StreamAhead stream(v, n, Ev * static_cast<int64_t>(sizeof(KV)), pf);
   for (; r < rows; ++r) {
     float* ar = acc + r * Ev;
     for (int64_t j = 0; j < n; ++j) {
+      if (r == 0) stream.prefetch_row(j);
       const float pj = p[r * n + j];
       const KV* vj = v + j * Ev;
       const auto vp = hn::Set(d, pj);
