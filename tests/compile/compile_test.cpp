@@ -149,6 +149,34 @@ TEST_F(Compile, LayerNormAndGeluBackwardsFuseWithTheirGradientSums) {
   }
 }
 
+TEST_F(Compile, TanhGeluAndItsGradientHoldAtTheExponentialsLimits) {
+  manual_seed(69);
+  // The generated loops take exp(-2u) as kiln_exp2, clamped to [2^-126,
+  // 2^128]: the ends of that range (and inf, NaN) must give what eager does.
+  const std::vector<float> ends = {-INFINITY, -1e30f, -1e4f, -100.0f, -40.0f, -20.0f, -10.0f, -5.5f, -1.0f, -1e-3f, -0.0f, 0.0f,
+                           1e-3f, 1.0f, 5.5f, 10.0f, 20.0f, 40.0f, 100.0f, 1e4f, 1e30f, INFINITY, NAN};
+  const Tensor spread = randn({41}) * 8.0;  // odd-sized, values across the curve
+  std::vector<float> xs = ends, finite_xs(ends.begin() + 1, ends.end() - 2);  // finite: no -inf, inf, NaN
+  for (int64_t i = 0; i < spread.numel(); ++i) {
+    xs.push_back(spread.data_ptr<float>()[i]);
+    finite_xs.push_back(spread.data_ptr<float>()[i]);
+  }
+  auto values_of = [&](const Tensor& x) { return gelu(x, "tanh") * 1.0; };
+  auto fv = compile(values_of);
+  const int64_t loops = compiler::detail::fused_loop_runs();
+  const Tensor x = tensor(xs);
+  expect_close(fv(x), values(values_of(x)), 1e-5, 1e-6, "gelu_tanh");
+  // Gradients where they are finite (eager's are NaN at +-inf too, but
+  // through 0 * inf, which the generated formula need not reproduce).
+  const Tensor finite = tensor(finite_xs).requires_grad_();
+  const Tensor g = randn({finite.numel()});
+  auto fn = [&](const Tensor& t) { return (gelu(t, "tanh") * g).sum(); };
+  auto f = compile(fn);
+  const auto gc = autograd::grad({f(finite)}, {finite}), ge = autograd::grad({fn(finite)}, {finite});
+  EXPECT_GE(compiler::detail::fused_loop_runs() - loops, 2);  // forward and backward ran generated loops
+  expect_close(gc[0], values(ge[0]), 1e-5, 1e-6, "gelu_tanh gradient");
+}
+
 TEST_F(Compile, GradientsOfColumnSlicesAreWrittenByOneLoop) {
   manual_seed(69);
   // Three column slices of one tensor (a fused QKV projection): their
