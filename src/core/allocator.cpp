@@ -9,9 +9,10 @@
 // the cache is off so use-after-free is still caught.
 // The bound was 256 KiB until the GPT step's 64 KiB and 192 KiB tensors
 // (gradients of the 128x128 and 384x128 attention weights, and their
-// temporaries) showed up as glibc's heap growing and being trimmed every step: 332 page faults per compiled step, 99 with the
-// 64 KiB bound; with the clip_grad_norm_ change of the same commit the
-// compiled step ~5% faster, the eager one ~3.5% (alternating runs).
+// temporaries) showed up as glibc's heap growing and being trimmed every
+// step: 332 page faults per compiled step, 99 with the 64 KiB bound; with
+// the clip_grad_norm_ change of the same commit the compiled step ~5%
+// faster, the eager one ~3.5% (alternating runs).
 #include "core/allocator.h"
 
 #include <cstdlib>
