@@ -237,8 +237,47 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
   }
 }
 
+// Targets with 32 vector registers (AVX-512, NEON) hold wider tiles of
+// accumulators (here and in Gemm below). Fixed-size arrays of vectors need
+// sized vectors, so not SVE; 16-register targets (SSE4, AVX2) keep the
+// narrow ones.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR && !(HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3)
+#define KILN_WIDE_TILES 1
+#else
+#define KILN_WIDE_TILES 0
+#endif
+
+#if KILN_WIDE_TILES
+// acc rows a[0..3] (Ev apart), elements [e, e + 4N) += p[u * n + j] v[j]
+// over keys [j0, j1), the 16 accumulators in registers: two passes over a
+// chunk's V rows instead of four, each reading 4 whole lines per row (the
+// streamed V of decoding comes in at 20 GB/s per core with four passes).
+template <class KV>
+HWY_INLINE void AccumulateFourRowsWide(float* a, const float* pr, int64_t n, const KV* v, int64_t Ev, int64_t e,
+                                        int64_t j0, int64_t j1, const StreamAhead* stream, int64_t line0,
+                                        int64_t line1) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<D> c[4][4];
+  for (int64_t u = 0; u < 4; ++u)
+    for (int64_t w = 0; w < 4; ++w) c[u][w] = hn::LoadU(d, a + u * Ev + e + w * N);
+  for (int64_t j = j0; j < j1; ++j) {
+    if (stream) stream->prefetch_lines(j, line0, line1);
+    hn::Vec<D> vv[4];
+    for (int64_t w = 0; w < 4; ++w) vv[w] = LoadKV(d, v + j * Ev + e + w * N);
+    for (int64_t u = 0; u < 4; ++u) {
+      const auto pu = hn::Set(d, pr[u * n + j]);
+      for (int64_t w = 0; w < 4; ++w) c[u][w] = hn::MulAdd(pu, vv[w], c[u][w]);
+    }
+  }
+  for (int64_t u = 0; u < 4; ++u)
+    for (int64_t w = 0; w < 4; ++w) hn::StoreU(c[u][w], d, a + u * Ev + e + w * N);
+}
+#endif
+
 // acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j]. Four rows by two
-// vectors of acc stay in registers across the pass over the block's rows.
+// (or four, KILN_WIDE_TILES) vectors of acc stay in registers across the
+// pass over the block's rows.
 template <class KV>
 void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows, const KV* v, int64_t n, int64_t Ev,
                      const Prefetch& pf) {
@@ -257,7 +296,15 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
     const int64_t passes = Ev / (2 * N), lines = stream.lines();
     for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
       const int64_t j1 = std::min(n, j0 + kKeyChunk);
-      for (e = 0; e + 2 * N <= Ev; e += 2 * N) {
+      e = 0;
+#if KILN_WIDE_TILES
+      const int64_t wide_passes = Ev / (4 * N);
+      for (; e + 4 * N <= Ev; e += 4 * N) {
+        const int64_t pass = e / (4 * N), line0 = lines * pass / wide_passes, line1 = lines * (pass + 1) / wide_passes;
+        AccumulateFourRowsWide(a, pr, n, v, Ev, e, j0, j1, r == 0 ? &stream : nullptr, line0, line1);
+      }
+#endif
+      for (; e + 2 * N <= Ev; e += 2 * N) {
         // This pass's share of each next-chunk row: spreading the misses
         // over the passes keeps them from piling up into a stall.
         const int64_t pass = e / (2 * N), line0 = lines * pass / passes, line1 = lines * (pass + 1) / passes;
@@ -328,13 +375,8 @@ void AccumulateRowsBF16(float* acc, const float* corr, const float* p, int64_t r
 
 // Targets with 32 vector registers (AVX-512, NEON) take 8 x 2-vector tiles
 // of C: 16 accumulators hide the FMA latency and each pair of B vectors
-// loaded feeds 16 FMAs. Fixed-size arrays of vectors need sized vectors
-// (not SVE); 16-register targets (SSE4, AVX2) keep 4 x 2 tiles.
-#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR && !(HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3)
-#define KILN_GEMM_8_ROWS 1
-#else
-#define KILN_GEMM_8_ROWS 0
-#endif
+// loaded feeds 16 FMAs; 16-register targets (SSE4, AVX2) and SVE keep 4 x 2
+// tiles (KILN_WIDE_TILES above).
 
 // C (M x N, ldc) = alpha * A @ B (+ C when accumulate). A is M x K with
 // element (i, k) at A[i * a_rs + k * a_cs], so a transposed operand needs no
@@ -403,7 +445,7 @@ void Gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t 
     }
   };
   int64_t rows8 = 0;
-#if KILN_GEMM_8_ROWS
+#if KILN_WIDE_TILES
   rows8 = M / 8 * 8;
   const int64_t cols2 = N / (2 * NL) * (2 * NL);
   for (int64_t i = 0; i < rows8; i += 8)
@@ -426,7 +468,7 @@ void Gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t 
 #endif
   rest(rows8, M, 0);
 }
-#undef KILN_GEMM_8_ROWS
+#undef KILN_WIDE_TILES
 
 }  // namespace kiln::attention_simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
