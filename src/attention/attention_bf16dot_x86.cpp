@@ -42,14 +42,18 @@ KILN_BF16DOT inline __m512i to_bf16(const float* x, int64_t n) {
 
 // Lane i of the result = sum of the lanes of v[i]: pairwise adds of even and
 // odd lanes, halving the vector count per level.
-KILN_BF16DOT inline __m512 reduce_each16(__m512 (&v)[16]) {
+KILN_BF16DOT inline __m512 merge_pairs(__m512 x, __m512 y) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int width = 16; width > 1; width /= 2)
-    for (int i = 0; i < width / 2; ++i)
-      v[i] = _mm512_add_ps(_mm512_permutex2var_ps(v[2 * i], even, v[2 * i + 1]),
-                           _mm512_permutex2var_ps(v[2 * i], odd, v[2 * i + 1]));
-  return v[0];
+  return _mm512_add_ps(_mm512_permutex2var_ps(x, even, y), _mm512_permutex2var_ps(x, odd, y));
+}
+// A tree of values, not updates in place: those kept the array on the stack.
+KILN_BF16DOT inline __m512 reduce_each16(const __m512 (&v)[16]) {
+  const __m512 b0 = merge_pairs(v[0], v[1]), b1 = merge_pairs(v[2], v[3]), b2 = merge_pairs(v[4], v[5]),
+               b3 = merge_pairs(v[6], v[7]), b4 = merge_pairs(v[8], v[9]), b5 = merge_pairs(v[10], v[11]),
+               b6 = merge_pairs(v[12], v[13]), b7 = merge_pairs(v[14], v[15]);
+  return merge_pairs(merge_pairs(merge_pairs(b0, b1), merge_pairs(b2, b3)),
+                     merge_pairs(merge_pairs(b4, b5), merge_pairs(b6, b7)));
 }
 
 // q rows as bfloat16, the form vdpbf16ps multiplies (exact: q was bf16).
