@@ -323,8 +323,13 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
     float* a = acc + r * Ev;
     const float* pr = p + r * n;
     // Keys go in chunks so that the V rows of one chunk stay in L1 across
-    // the passes over Ev; the next chunk's rows stream in meanwhile.
-    constexpr int64_t kKeyChunk = 32;
+    // the passes over Ev; the next chunk's rows stream in meanwhile. Chunks
+    // of 8 keys (4 KiB of float32 rows at Ev = 128), not 32: float32
+    // decoding on two threads 41-46 -> 50-57 GB/s, one thread 21.6-22.5 ->
+    // 21.6-28.9 (alternating runs; the prefetch distance alone, 8 rows ahead
+    // with chunks of 32, did not do it). The bf16 kernel's chunks showed no
+    // such difference and stay at 32.
+    constexpr int64_t kKeyChunk = 8;
     const StreamAhead stream(v, n, Ev * static_cast<int64_t>(sizeof(KV)), pf, kKeyChunk);
     int64_t e = 0;
     const int64_t passes = Ev / (2 * N), lines = stream.lines();
