@@ -68,13 +68,17 @@ class ThreadPool {
     std::lock_guard<std::mutex> job_lock(job_mu_);  // one job at a time
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // First close the previous job's claims (an index no job reaches):
+      // a worker late from it that read this job's ntasks_ would otherwise
+      // still claim an index of that job and count it here.
+      const uint64_t job = generation_.load() + 1;
+      next_.store(job << 32 | 0xffffffffu);
       task_.store(&task);
       ntasks_.store(ntasks);
       done_.store(0);
       error_ = nullptr;
-      // Last: the claim counter tagged with the new job's number; a worker
-      // that sees it also sees this job's task_, ntasks_ and done_.
-      const uint64_t job = generation_.load() + 1;
+      // Then open this job's: a worker that sees its number in the claim
+      // counter also sees this job's task_, ntasks_ and done_.
       next_.store(job << 32);
       generation_.store(job);
     }

@@ -27,6 +27,23 @@ TEST(Runtime, ParallelForCoversTheRangeOnce) {
   expect_error([] { set_num_threads(0); }, {"[set_num_threads]", ">= 1"});
 }
 
+// Back-to-back jobs whose task counts change between them: a worker still
+// leaving one job must neither take nor count a task of the next (a pool
+// that let it hung here, or counted a task twice).
+TEST(Runtime, BackToBackJobsOfChangingSizesRunEachTaskOnce) {
+  set_num_threads(2);
+  std::atomic<int64_t> covered{0};
+  int64_t expected = 0;
+  for (int job = 0; job < 200000; ++job) {
+    const int64_t n = 2 + job % 7;  // 2..8 tasks of one element each
+    expected += n * (n - 1) / 2;
+    parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) covered += i;
+    });
+    ASSERT_EQ(covered.load(), expected) << "job " << job;
+  }
+}
+
 TEST(Runtime, ParallelForPropagatesErrors) {
   EXPECT_THROW(parallel_for(0, 100000, 10, [](int64_t b, int64_t) {
                  if (b > 0) fail("test", "boom");
