@@ -31,9 +31,10 @@ struct StreamAhead {
   int64_t n, row_bytes;
   Prefetch next;
   int64_t ahead;
-  StreamAhead(const void* rows_, int64_t n_, int64_t row_bytes_, const Prefetch& next_, int64_t ahead_rows = 0)
+  StreamAhead(const void* rows_, int64_t n_, int64_t row_bytes_, const Prefetch& next_,
+              int64_t ahead_bytes = kAheadBytes)
       : rows(static_cast<const char*>(rows_)), n(n_), row_bytes(row_bytes_), next(next_),
-        ahead(ahead_rows > 0 ? ahead_rows : (kAheadBytes + row_bytes_ - 1) / row_bytes_) {}
+        ahead((ahead_bytes + row_bytes_ - 1) / row_bytes_) {}
   int64_t lines() const { return (row_bytes + 63) / 64; }
   // Lines [lo, hi) of the row `ahead` rows past j.
   __attribute__((always_inline)) void prefetch_lines(int64_t j, int64_t lo, int64_t hi) const {

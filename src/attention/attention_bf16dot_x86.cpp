@@ -105,8 +105,7 @@ KILN_BF16DOT void dots(const float* q, int64_t rows, const uint16_t* k, int64_t 
   // 8 KiB ahead, twice the float32 kernels' distance: bf16 decoding on two
   // threads 38-40 -> 45-46 GB/s (alternating runs against 4 KiB; 16 KiB
   // was slower than either).
-  const int64_t row_bytes = E * static_cast<int64_t>(sizeof(uint16_t));
-  const StreamAhead stream(k, n, row_bytes, pf, (2 * StreamAhead::kAheadBytes + row_bytes - 1) / row_bytes);
+  const StreamAhead stream(k, n, E * static_cast<int64_t>(sizeof(uint16_t)), pf, 2 * StreamAhead::kAheadBytes);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) dots_block<4>(qb.data() + r * E, k, n, E, scale, s + r * n, n, stream, r == 0);
   for (; r < rows; ++r) dots_block<1>(qb.data() + r * E, k, n, E, scale, s + r * n, n, stream, r == 0);
@@ -143,7 +142,8 @@ KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pa
                                    int64_t Ev, const Prefetch& pf, bool prefetch, const PairOrder& order) {
   // The next chunk's rows stream in while this chunk's passes run.
   constexpr int64_t kKeyChunk = 32;
-  const StreamAhead stream(v, n, Ev * static_cast<int64_t>(sizeof(uint16_t)), pf, kKeyChunk);
+  const int64_t row_bytes = Ev * static_cast<int64_t>(sizeof(uint16_t));
+  const StreamAhead stream(v, n, row_bytes, pf, kKeyChunk * row_bytes);
   const int64_t passes = Ev / 32, lines = stream.lines();
   for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
     const int64_t j1 = std::min(n, j0 + kKeyChunk);
