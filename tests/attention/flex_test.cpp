@@ -390,6 +390,30 @@ TEST(FlexAttention, DecodeValueRowsOfEveryWidthMatchFloat64) {
     }
 }
 
+// Flash decoding takes runs of consecutive KV blocks as one chunk (dots, one
+// softmax update, P V) and applies the mods block by block inside it: a
+// position-dependent score mod (ALiBi) and a document mask whose one partial
+// block starts a run of full ones, against float64.
+TEST(FlexAttention, DecodeRunsOfBlocksApplyModsAtTheirPositions) {
+  manual_seed(48);
+  const int64_t S = 301, Hq = 4, L = 1;
+  Inputs in = make_qkv(1, Hq, 1, L, S, 16, 16, kFloat32);
+  Tensor docs = empty({S}, kInt64);
+  for (int64_t j = 0; j < S; ++j) docs.data_ptr<int64_t>()[j] = j < 100 ? 0 : 1;
+  auto doc = [docs](int64_t, int64_t, int64_t, int64_t kv) { return docs.data_ptr<int64_t>()[kv] == 1; };
+  Tensor slopes = tensor<double>({0.5, 0.25, 0.125, 0.0625});
+  Tensor alibi = empty({Hq, L, S}, kFloat64);
+  for (int64_t h = 0; h < Hq; ++h)
+    for (int64_t j = 0; j < S; ++j) alibi.data_ptr<double>()[h * S + j] = slopes.data_ptr<double>()[h] * 0.01 * j;
+  Tensor scaled = slopes * 0.01;
+  for (int64_t parts : {0, 2}) {
+    FlexOptions o;
+    o.enable_gqa = true, o.kv_partitions = parts;
+    check_against_dense("decode alibi documents parts " + std::to_string(parts), in, AlibiScore{scaled},
+                        create_block_mask(doc, 1, 1, L, S, 32), alibi, 0, o);
+  }
+}
+
 TEST(FlexAttention, BFloat16CacheDecodeMatchesFloat64) {
   manual_seed(46);
   NoGradGuard no_grad;
