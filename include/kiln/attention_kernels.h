@@ -574,9 +574,11 @@ void op_forward_typed(const OpCall& c) {
   T* out = c.outputs[0].data_ptr<T>();
   T* lse = c.outputs[1].data_ptr<T>();
   if constexpr (std::is_same_v<T, float>) {
-    const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
-    const Shapes s = check_inputs(q, k, v, m, opt);
-    if (decode_eligible(s, m) && opt.kv_partitions != 1) {
+    // Only decoding needs contiguous operands; the tiled kernel reads rows
+    // in place (below), so the copies are made only once decoding is chosen.
+    if (decode_eligible(check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt), m) && opt.kv_partitions != 1) {
+      const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
+      const Shapes s = check_inputs(q, k, v, m, opt);
       forward_decode(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out, lse, s, m, ScoreMod{},
                      decode_partitions(s, m, opt.kv_partitions));
       return;
