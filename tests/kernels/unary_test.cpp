@@ -131,5 +131,23 @@ TEST(Unary, InPlaceBumpsVersionAndWritesThroughViews) {
   expect_close(base, {std::exp(1.0), std::exp(2.0), std::exp(3.0), std::exp(4.0)}, 1e-6, 0, "exp_");
 }
 
+// fill_ takes std::fill_n over contiguous runs (split across threads) and an
+// element loop over strided ones: a large contiguous tensor, a column view
+// (stride 37) and a zero-size tensor, in float, bfloat16 and integer dtypes.
+TEST(Unary, FillWritesContiguousRunsAndStridedViews) {
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kInt64}) {
+    Tensor t = zeros({1000, 37}, dt);
+    t.fill_(3.0);
+    expect_close(t, std::vector<double>(37000, 3.0), 0, 0, std::string("fill_ contiguous ") + dtype_name(dt));
+    t.select(1, 5).fill_(-1.0);
+    std::vector<double> want(37000, 3.0);
+    for (int64_t r = 0; r < 1000; ++r) want[static_cast<size_t>(r * 37 + 5)] = -1.0;
+    expect_close(t, want, 0, 0, std::string("fill_ column ") + dtype_name(dt));
+    Tensor none = zeros({0, 37}, dt);
+    none.fill_(1.0);
+    EXPECT_EQ(none.numel(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test
