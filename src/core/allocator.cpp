@@ -28,6 +28,7 @@ namespace {
 
 constexpr size_t kAlign = 64;
 constexpr size_t kCacheMin = 64 << 10;
+constexpr size_t kPage = 4096;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kCacheEnabled = false;
@@ -84,7 +85,13 @@ void* allocate(size_t nbytes) {
       return p;
     }
   }
-  return raw_alloc(c);
+  // A new block enters the cache with its pages mapped (one write per
+  // page): blocks are also handed to storages nobody writes (the compile
+  // tracer's pending tensors), and an untouched block would otherwise
+  // circulate and make some later op pay its page faults, step after step.
+  char* p = static_cast<char*>(raw_alloc(c));
+  for (size_t i = 0; i < c; i += kPage) p[i] = 0;
+  return p;
 }
 
 void deallocate(void* p, size_t nbytes) {
