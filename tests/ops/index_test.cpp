@@ -46,6 +46,52 @@ TEST(Index, GatherScatterIndexSelect) {
   expect_error([&] { scatter(x, 0, tensor<int64_t>({-4}, {1, 1}), ones({1, 1})); }, {"[scatter]", "index -4"});
 }
 
+// scatter_add runs groups of lines in parallel, positions outer: large
+// cases against a float64 loop, with repeated indices (the embedding
+// backward's shape: 2000 rows of 100 into 37, index expanded along the
+// columns), along dim 1 of a 3-D tensor, and with a transposed source.
+TEST(Index, ScatterAddOfManyLinesMatchesFloat64Loop) {
+  manual_seed(11);
+  auto reference = [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+    Tensor ref = x.to(kFloat64).contiguous();
+    const Tensor i64 = index.to(kInt64).contiguous(), s64 = src.to(kFloat64).contiguous();
+    const Shape is = i64.sizes();
+    std::vector<int64_t> pos(is.size(), 0);
+    for (int64_t n = 0; n < i64.numel(); ++n) {
+      int64_t rem = n, ioff = 0, soff = 0, ooff = 0;
+      for (int64_t d = static_cast<int64_t>(is.size()) - 1; d >= 0; --d) {
+        pos[d] = rem % is[d];
+        rem /= is[d];
+      }
+      for (size_t d = 0; d < is.size(); ++d) {
+        ioff += pos[d] * i64.stride(static_cast<int64_t>(d));
+        soff += pos[d] * s64.stride(static_cast<int64_t>(d));
+      }
+      for (size_t d = 0; d < is.size(); ++d) {
+        const int64_t at = static_cast<int64_t>(d) == dim ? i64.data_ptr<int64_t>()[ioff] : pos[d];
+        ooff += at * ref.stride(static_cast<int64_t>(d));
+      }
+      ref.data_ptr<double>()[ooff] += s64.data_ptr<double>()[soff];
+    }
+    return values(ref);
+  };
+  const Tensor rows = randint(0, 37, {2000, 1});
+  const Tensor src = randn({2000, 100});
+  const Tensor expanded = rows.expand({2000, 100});
+  expect_close(scatter_add(zeros({37, 100}), 0, expanded, src), reference(zeros({37, 100}), 0, expanded, src), 1e-5,
+               1e-5, "embedding-shaped scatter_add");
+  // scatter (not add) along rows with unique indices: row k goes to 5k mod 37.
+  std::vector<int64_t> to(37), from(37);
+  for (int64_t k = 0; k < 37; ++k) to[k] = 5 * k % 37, from[to[k]] = k;
+  const Tensor src37 = randn({37, 100});
+  expect_close(scatter(zeros({37, 100}), 0, tensor<int64_t>(to, {37, 1}).expand({37, 100}), src37),
+               values(index_select(src37, 0, tensor<int64_t>(from))), 0, 0, "scatter of permuted rows");
+  const Tensor base = randn({4, 9, 300});
+  const Tensor idx3 = randint(0, 9, {4, 500, 300});
+  const Tensor src3 = randn({4, 300, 500}).transpose(1, 2);
+  expect_close(scatter_add(base, 1, idx3, src3), reference(base, 1, idx3, src3), 1e-5, 1e-5, "dim 1 of 3-D");
+}
+
 TEST(Index, EmbeddingAndOneHot) {
   Tensor w = arange(12, kFloat32).view({4, 3});
   Tensor e = embedding(w, tensor<int64_t>({3, 0, 3, 1}, {2, 2}));
