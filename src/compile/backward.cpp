@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "autograd/graph.h"
+#include "core/allocator.h"
 #include "graph.h"
 #include "kiln/ops.h"
 
@@ -198,6 +199,8 @@ void differentiate(const Trace& t, const Plan& plan, BackwardGraph& g) {
 void build_backward(const Trace& t, Plan& plan, const std::string& backend, std::string* warning) {
   auto g = std::make_shared<BackwardGraph>();
   try {
+    // The recorder's values are pending tensors too: Note [Untouched blocks].
+    const core::UnwrittenAllocations pending_storage;
     differentiate(t, plan, *g);
   } catch (const NotTraceable& e) {
     plan.backward_note = e.why;

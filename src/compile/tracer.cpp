@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/allocator.h"
 #include "graph.h"
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
@@ -118,7 +119,9 @@ class Tracer : public DispatchMode {
     if (op.kind == OpKind::View) {
       outs = run_kernel(op, inputs, attrs);
     } else {
-      for (const TensorMeta& m : op.shape(inputs, attrs)) outs.push_back(empty(m.sizes, m.dtype));
+      const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+      const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
+      for (const TensorMeta& m : metas) outs.push_back(empty(m.sizes, m.dtype));
     }
     record(op, inputs, attrs, outs);
     return outs;
@@ -163,7 +166,12 @@ class Tracer : public DispatchMode {
     if (mutated_.count(d->storage.get()) && !written_.count(d)) return false;
     const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
     if (metas.size() != 1 || metas[0].sizes != dst.sizes() || metas[0].dtype != dst.dtype()) return false;
-    const int v = record(op, inputs, attrs, {empty(metas[0].sizes, metas[0].dtype)});
+    Tensor pending;
+    {
+      const core::UnwrittenAllocations pending_storage;
+      pending = empty(metas[0].sizes, metas[0].dtype);
+    }
+    const int v = record(op, inputs, attrs, {pending});
     // The graph input bound to dst, when the graph read dst before its first
     // write (this op included): in the key, so a plan may let a fused loop
     // write dst in place.
