@@ -96,7 +96,11 @@ void* pop(std::unordered_map<size_t, std::vector<void*>>& lists, size_t c) {
   return p;
 }
 
+// Blocks above kMapMax stay lazily mapped: a large buffer filled only in
+// part (a preallocated KV cache) should not take its whole size in memory.
+constexpr size_t kMapMax = size_t{16} << 20;
 void map_pages(void* p, size_t c) {
+  if (c > kMapMax) return;
   for (size_t i = 0; i < c; i += kPage) static_cast<char*>(p)[i] = 0;
 }
 
