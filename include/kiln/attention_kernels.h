@@ -573,19 +573,18 @@ void op_forward_typed(const OpCall& c) {
   const FlexOptions opt = options_from_op(c.attrs);
   T* out = c.outputs[0].data_ptr<T>();
   T* lse = c.outputs[1].data_ptr<T>();
+  Shapes s = check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt);  // sizes only
   if constexpr (std::is_same_v<T, float>) {
     // Only decoding needs contiguous operands; the tiled kernel reads rows
     // in place (below), so the copies are made only once decoding is chosen.
-    if (decode_eligible(check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt), m) && opt.kv_partitions != 1) {
+    if (decode_eligible(s, m) && opt.kv_partitions != 1) {
       const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
-      const Shapes s = check_inputs(q, k, v, m, opt);
       forward_decode(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out, lse, s, m, ScoreMod{},
                      decode_partitions(s, m, opt.kv_partitions));
       return;
     }
   }
   const Tensor q = rows_in_place(c.inputs[0]), k = rows_in_place(c.inputs[1]), v = rows_in_place(c.inputs[2]);
-  Shapes s = check_inputs(q, k, v, m, opt);
   s.q_st = row_strides(q), s.k_st = row_strides(k), s.v_st = row_strides(v);
   forward<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), out, lse, s, m, ScoreMod{});
 }

@@ -123,16 +123,19 @@ void scatter_kernel(const OpCall& c) {
       const int64_t* const oo_p = oo.data();
       const int64_t* const io_p = io.data();
       const int64_t* const so_p = so.data();
+      // o = v, or o += v (|| for bool; floats add in their type, as rounded
+      // as through double).
+      auto put = [](T& o, T v, auto accumulate) {
+        if constexpr (!decltype(accumulate)::value) o = v;
+        else if constexpr (std::is_same_v<T, bool>) o = o || v;
+        else if constexpr (std::is_floating_point_v<T>) o += v;
+        else o = convert<T>(static_cast<double>(o) + static_cast<double>(v));
+      };
       auto run = [=](int64_t lo, int64_t hi, auto accumulate) {
         for (int64_t l = 0; l < L; ++l)
           for (int64_t line = lo; line < hi; ++line) {
             const int64_t i = checked_index(static_cast<int64_t>(ip[io_p[line] + l * is]), size, "scatter");
-            T& o = op[oo_p[line] + i * os];
-            const T v = sp[so_p[line] + l * ss];
-            if constexpr (!decltype(accumulate)::value) o = v;
-            else if constexpr (std::is_same_v<T, bool>) o = o || v;
-            else if constexpr (std::is_floating_point_v<T>) o += v;  // as rounded as through double
-            else o = convert<T>(static_cast<double>(o) + static_cast<double>(v));
+            put(op[oo_p[line] + i * os], sp[so_p[line] + l * ss], accumulate);
           }
       };
       // Rows: the group's lines are neighbouring elements of out and src and
@@ -144,12 +147,7 @@ void scatter_kernel(const OpCall& c) {
           const int64_t i = checked_index(static_cast<int64_t>(ip[io_p[lo] + l * is]), size, "scatter");
           T* o = op + oo_p[lo] + i * os;
           const T* v = sp + so_p[lo] + l * ss;
-          for (int64_t j = 0; j < n; ++j) {
-            if constexpr (!decltype(accumulate)::value) o[j] = v[j];
-            else if constexpr (std::is_same_v<T, bool>) o[j] = o[j] || v[j];
-            else if constexpr (std::is_floating_point_v<T>) o[j] += v[j];
-            else o[j] = convert<T>(static_cast<double>(o[j]) + static_cast<double>(v[j]));
-          }
+          for (int64_t j = 0; j < n; ++j) put(o[j], v[j], accumulate);
         }
       };
       // At least 64 lines a task: rows of a cache line or more per thread.
