@@ -26,6 +26,22 @@ struct BlockMaskData {
   int64_t B = 1, H = 1, q_len = 0, kv_len = 0, block_size = 128;
   Tensor kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices;  // (B, H, nq), (B, H, nq, nkv)
   Tensor q_num_blocks, q_indices, full_q_num_blocks, full_q_indices;      // (B, H, nkv), (B, H, nkv, nq)
+  // mask_mod's values inside the partial blocks, one bit per (q, kv), as
+  // create_block_mask evaluated them: (B, H, nq, most partial blocks of a
+  // row, block_size, words of 64 keys) int64, bit kv % 64 of word kv / 64
+  // of row q. The kernels mask with these bits in SIMD instead of calling
+  // mask_mod per element (a header template, compiled for the caller's
+  // baseline ISA). Empty when not kept (lists built another way, or the
+  // bits would exceed kMaxPartialBitsBytes): the kernels call mask_mod.
+  Tensor partial_bits;
+  static constexpr int64_t kMaxPartialBitsBytes = int64_t{32} << 20;
+
+  int64_t bit_words() const { return (block_size + 63) / 64; }
+  // The bits of partial block n of (b, h, query block qb), block_size rows
+  // of bit_words() words; nullptr when not kept.
+  const uint64_t* partial_bits_block(int64_t b, int64_t h, int64_t qb, int64_t n) const;
+  // The same found by KV block index kb (the backward walks the transposed lists).
+  const uint64_t* partial_bits_of(int64_t b, int64_t h, int64_t qb, int64_t kb) const;
 
   int64_t num_q_blocks() const { return (q_len + block_size - 1) / block_size; }
   int64_t num_kv_blocks() const { return (kv_len + block_size - 1) / block_size; }

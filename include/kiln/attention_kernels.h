@@ -45,22 +45,44 @@ BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int
   int32_t* fn = m.full_kv_num_blocks.template data_ptr<int32_t>();
   int32_t* pi = m.kv_indices.template data_ptr<int32_t>();
   int32_t* fi = m.full_kv_indices.template data_ptr<int32_t>();
+  // The bits of each row's partial blocks, gathered per row, then packed
+  // into m.partial_bits (BlockMaskData) unless they would be too large.
+  const int64_t words = m.bit_words(), block_words = block_size * words;
+  std::vector<std::vector<uint64_t>> row_bits(static_cast<size_t>(B * H * nq));
   parallel_for(0, B * H * nq, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<uint64_t> bits(static_cast<size_t>(block_words));
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t b = row / (H * nq), h = (row / nq) % H, qb = row % nq;
       for (int64_t kb = 0; kb < nk; ++kb) {
         int64_t on = 0, total = 0;
+        std::fill(bits.begin(), bits.end(), uint64_t{0});
         for (int64_t q = qb * block_size; q < std::min(q_len, (qb + 1) * block_size); ++q)
           for (int64_t kv = kb * block_size; kv < std::min(kv_len, (kb + 1) * block_size); ++kv) {
-            on += mask_mod(b, h, q, kv) ? 1 : 0;
+            const int64_t j = kv - kb * block_size;
+            if (mask_mod(b, h, q, kv)) {
+              ++on;
+              bits[static_cast<size_t>((q - qb * block_size) * words + j / 64)] |= uint64_t{1} << (j % 64);
+            }
             ++total;
           }
         if (on == 0) continue;
-        if (on == total) fi[row * std::max<int64_t>(nk, 1) + fn[row]++] = static_cast<int32_t>(kb);
-        else pi[row * std::max<int64_t>(nk, 1) + pn[row]++] = static_cast<int32_t>(kb);
+        if (on == total) {
+          fi[row * std::max<int64_t>(nk, 1) + fn[row]++] = static_cast<int32_t>(kb);
+        } else {
+          pi[row * std::max<int64_t>(nk, 1) + pn[row]++] = static_cast<int32_t>(kb);
+          row_bits[static_cast<size_t>(row)].insert(row_bits[static_cast<size_t>(row)].end(), bits.begin(), bits.end());
+        }
       }
     }
   });
+  const int64_t most = B * H * nq == 0 ? 0 : *std::max_element(pn, pn + B * H * nq);
+  if (most > 0 && B * H * nq * most * block_words * 8 <= BlockMaskData::kMaxPartialBitsBytes) {
+    m.partial_bits = zeros({B, H, nq, most, block_size, words}, kInt64);
+    auto* dst = reinterpret_cast<uint64_t*>(m.partial_bits.template data_ptr<int64_t>());
+    for (int64_t row = 0; row < B * H * nq; ++row)
+      std::copy(row_bits[static_cast<size_t>(row)].begin(), row_bits[static_cast<size_t>(row)].end(),
+                dst + row * most * block_words);
+  }
   m.build_transposed();
   return m;
 }
@@ -136,14 +158,25 @@ Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Blo
 
 // One query row meets one KV block: score_mod on every raw score of `row`
 // (skipped for NoScoreMod), mask_mod on a partial block (-inf where masked).
+// `bits`: the row's mask bits in this block (BlockMaskData::partial_bits),
+// used instead of mask_mod when given.
 template <class T, class ScoreMod, class MaskMod>
 void apply_mods(T* row, int64_t cols, bool partial, int64_t b, int64_t h, int64_t i, int64_t k0,
-                const ScoreMod& score_mod, const MaskMod& mask_mod) {
+                const ScoreMod& score_mod, const MaskMod& mask_mod, const uint64_t* bits = nullptr) {
   if constexpr (!std::is_same_v<ScoreMod, NoScoreMod>)
     for (int64_t j = 0; j < cols; ++j) row[j] = score_mod(row[j], b, h, i, k0 + j);
-  if (partial)
-    for (int64_t j = 0; j < cols; ++j)
-      if (!mask_mod(b, h, i, k0 + j)) row[j] = -std::numeric_limits<T>::infinity();
+  if (!partial) return;
+  if (bits) {
+    if constexpr (std::is_same_v<T, float>) {
+      attention_simd::mask_row(row, cols, bits);
+    } else {
+      for (int64_t j = 0; j < cols; ++j)
+        if (!((bits[j / 64] >> (j % 64)) & 1)) row[j] = -std::numeric_limits<T>::infinity();
+    }
+    return;
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    if (!mask_mod(b, h, i, k0 + j)) row[j] = -std::numeric_limits<T>::infinity();
 }
 
 // The elementwise steps of the kernels: SIMD for float32 (attention_simd.h
@@ -286,8 +319,10 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
           }
           gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, ktb, bs, sc.data(), bs, false);
         }
+        const uint64_t* bits = partial ? m.partial_bits_block(b, h, qb, n) : nullptr;
         for (int64_t r = 0; r < rows; ++r)
-          apply_mods(sc.data() + r * ld, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod);
+          apply_mods(sc.data() + r * ld, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod,
+                     bits ? bits + r * m.bit_words() : nullptr);
         online_softmax<T>(sc.data(), rows, cols, ld, mx.data(), l.data(), corr.data());
         scale_rows<T>(acc.data(), rows, s.Ev, s.Ev, corr.data());
         gemm<T>(rows, s.Ev, cols, T(1), sc.data(), ld, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
@@ -379,9 +414,11 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
                                   values);
         for (int64_t j = 0; j < run; ++j) {
           const int64_t c0 = j * bs, bcols = std::min(cols - c0, bs);
+          const bool partial = n + j < bl.n_partial;
+          const uint64_t* bits = partial ? m.partial_bits_block(b, 0, 0, n + j) : nullptr;  // H == 1, one query block
           for (int64_t r = 0; r < rows; ++r)
-            apply_mods(sc.data() + r * cols + c0, bcols, n + j < bl.n_partial, b, hk * s.group + r / s.L, r % s.L,
-                       k0 + c0, score_mod, m.mask_mod);
+            apply_mods(sc.data() + r * cols + c0, bcols, partial, b, hk * s.group + r / s.L, r % s.L, k0 + c0,
+                       score_mod, m.mask_mod, bits ? bits + (r % s.L) * m.bit_words() : nullptr);
         }
         online_softmax<float>(sc.data(), rows, cols, cols, mx, l, corr.data());
         attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev, next_keys);
@@ -471,6 +508,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
             // The mods (and d score_mod / d score through the dual number),
             // then P and dS in one pass over the block.
             constexpr bool kPlain = std::is_same_v<ScoreMod, NoScoreMod>;
+            const uint64_t* bits = partial ? m.partial_bits_of(b, h, qb, kb) : nullptr;
             for (int64_t r = 0; r < rows; ++r) {
               const int64_t i = i0 + r;
               T* pr = p.data() + r * bs;
@@ -479,9 +517,14 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
                   const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j);
                   pr[j] = sd.v, deriv[r * bs + j] = sd.d;
                 }
-              if (partial)
-                for (int64_t j = 0; j < cols; ++j)
-                  if (!m.mask_mod(b, h, i, k0 + j)) pr[j] = kNegInf, deriv[r * bs + j] = 0;
+              apply_mods(pr, cols, partial, b, h, i, k0, NoScoreMod{}, m.mask_mod,
+                         bits ? bits + r * m.bit_words() : nullptr);
+              // P is 0 where masked; a 0 derivative there keeps a score_mod's
+              // inf or NaN derivative out of dS.
+              if constexpr (!kPlain)
+                if (partial)
+                  for (int64_t j = 0; j < cols; ++j)
+                    if (pr[j] == kNegInf) deriv[r * bs + j] = 0;
             }
             const T* lse_rows = lse + off + i0;
             const T* delta_rows = delta.data() + g * s.L + i0;

@@ -58,6 +58,8 @@ struct StreamAhead {
 // accumulator must be scaled by. A row with nothing visible keeps its state
 // (c = 1, zeros in s).
 void online_softmax(float* s, int64_t rows, int64_t cols, int64_t ld, float* mx, float* l, float* corr);
+// row[j] = -inf where bit j % 64 of bits[j / 64] is 0, for j < cols.
+void mask_row(float* row, int64_t cols, const uint64_t* bits);
 // a[r * lda + e] *= f[r], for e < n.
 void scale_rows(float* a, int64_t rows, int64_t n, int64_t lda, const float* f);
 // The backward's elementwise step, in place on rows x cols blocks (row

@@ -79,6 +79,27 @@ void ScaleRows(float* a, int64_t rows, int64_t n, int64_t lda, const float* f) {
   }
 }
 
+// row[j] = -inf where bit j of `bits` is 0 (a partial block's mask,
+// BlockMaskData::partial_bits). Lanes come N at a time, so a chunk of bits
+// is a whole byte or less of one word; all-ones chunks (visible keys) are
+// skipped.
+void MaskRow(float* row, int64_t cols, const uint64_t* bits) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const uint64_t all = N >= 64 ? ~uint64_t{0} : (uint64_t{1} << N) - 1;
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; N <= 64 && j + N <= cols; j += N) {  // (a chunk is at most one word)
+    const uint64_t chunk = (bits[j / 64] >> (j % 64)) & all;
+    if (chunk == all) continue;
+    uint8_t lanes[8];
+    for (int byte = 0; byte < 8; ++byte) lanes[byte] = static_cast<uint8_t>(chunk >> (8 * byte));
+    hn::StoreU(hn::IfThenElse(hn::LoadMaskBits(d, lanes), hn::LoadU(d, row + j), neg_inf), d, row + j);
+  }
+  for (; j < cols; ++j)
+    if (!((bits[j / 64] >> (j % 64)) & 1)) row[j] = -std::numeric_limits<float>::infinity();
+}
+
 // The backward's elementwise step over a block: P = exp(S - lse) and
 // dS = P (dP - delta) deriv scale, in place.
 void SoftmaxGrad(float* p, float* dp, const float* deriv, int64_t rows, int64_t cols, int64_t ld, const float* lse,
@@ -585,6 +606,7 @@ HWY_EXPORT(Gemm);
 HWY_EXPORT(OnlineSoftmax);
 HWY_EXPORT(ScaleRows);
 HWY_EXPORT(SoftmaxGrad);
+HWY_EXPORT(MaskRow);
 
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_rs, int64_t a_cs, const float* B,
           int64_t ldb, float* C, int64_t ldc, bool accumulate) {
@@ -618,5 +640,6 @@ void softmax_grad(float* p, float* dp, const float* deriv, int64_t rows, int64_t
                   const float* delta, float scale) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGrad)(p, dp, deriv, rows, cols, ld, lse, delta, scale);
 }
+void mask_row(float* row, int64_t cols, const uint64_t* bits) { HWY_DYNAMIC_DISPATCH(MaskRow)(row, cols, bits); }
 }  // namespace kiln::attention_simd
 #endif

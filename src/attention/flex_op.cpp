@@ -9,7 +9,8 @@
 namespace kiln::attention_detail {
 namespace {
 
-constexpr size_t kMaskTensors = 8;
+// The lists, their transposes and partial_bits (an empty tensor when not kept).
+constexpr size_t kMaskTensors = 9;
 
 struct KernelTable {
   std::mutex mu;
@@ -48,12 +49,12 @@ std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs&)
 
 const OpDef& kFlex = register_op(OpDef{
     "flex_attention",
-    "flex_attention(Tensor q, Tensor k, Tensor v, Tensor[8] block_mask, int kernel, int B, int H, int q_len, "
+    "flex_attention(Tensor q, Tensor k, Tensor v, Tensor[9] block_mask, int kernel, int B, int H, int q_len, "
     "int kv_len, int block_size, bool has_scale, float scale, bool enable_gqa, int kv_partitions) -> (Tensor, Tensor)",
     OpKind::Compute, forward_shape, {[](const OpCall& c) { lookup(c.attrs, false)(c); }}});
 const OpDef& kFlexBackward = register_op(OpDef{
     "flex_attention_backward",
-    "flex_attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor grad_out, Tensor[8] "
+    "flex_attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor grad_out, Tensor[9] "
     "block_mask, ...) -> (Tensor, Tensor, Tensor)",
     OpKind::Compute, backward_shape, {[](const OpCall& c) { lookup(c.attrs, true)(c); }}});
 
@@ -96,7 +97,8 @@ std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor&
                                   m.q_num_blocks,
                                   m.q_indices,
                                   m.full_q_num_blocks,
-                                  m.full_q_indices};
+                                  m.full_q_indices,
+                                  m.partial_bits.defined() ? m.partial_bits : empty({0}, kInt64)};
   const Attrs attrs = {{"kernel", kernel},
                        {"B", m.B},
                        {"H", m.H},
@@ -117,7 +119,8 @@ void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m) {
   m.B = a.get_int("B"), m.H = a.get_int("H"), m.q_len = a.get_int("q_len"), m.kv_len = a.get_int("kv_len");
   m.block_size = a.get_int("block_size");
   Tensor* lists[kMaskTensors] = {&m.kv_num_blocks, &m.kv_indices, &m.full_kv_num_blocks, &m.full_kv_indices,
-                                 &m.q_num_blocks,  &m.q_indices,  &m.full_q_num_blocks,  &m.full_q_indices};
+                                 &m.q_num_blocks,  &m.q_indices,  &m.full_q_num_blocks,  &m.full_q_indices,
+                                 &m.partial_bits};
   for (size_t i = 0; i < kMaskTensors; ++i) *lists[i] = c.inputs[first + i].contiguous();
 }
 

@@ -319,9 +319,57 @@ TEST(FlexAttention, BlockMaskListsMatchADenseEvaluation) {
       }
     }
   EXPECT_NEAR(m.sparsity(), 100.0 * (1.0 - used / 30.0), 1e-9);
+  // The partial blocks' bits hold mask_mod's values, found by list position
+  // and by KV block index alike (bits past the lengths are unread).
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t qb = 0; qb < nq; ++qb)
+      for (int64_t c = 0; c < m.kv_num_blocks.data_ptr<int32_t>()[b * nq + qb]; ++c) {
+        const int64_t kb = m.kv_indices.data_ptr<int32_t>()[(b * nq + qb) * nk + c];
+        const uint64_t* bits = m.partial_bits_block(b, 0, qb, c);
+        ASSERT_NE(bits, nullptr);
+        EXPECT_EQ(m.partial_bits_of(b, 0, qb, kb), bits);
+        for (int64_t i = qb * bs; i < std::min(L, (qb + 1) * bs); ++i)
+          for (int64_t j = kb * bs; j < std::min(S, (kb + 1) * bs); ++j) {
+            const int64_t r = i - qb * bs, col = j - kb * bs;
+            EXPECT_EQ(((bits[r * m.bit_words() + col / 64] >> (col % 64)) & 1) != 0, m.mask_mod(b, 0, i, j))
+                << "b " << b << " q " << i << " kv " << j;
+          }
+      }
   const auto causal = create_block_mask(CausalMask{}, 1, 1, 64, 64, 16);
   EXPECT_NE(causal.to_string().find("+...\n#+..\n##+.\n###+\n"), std::string::npos) << causal.to_string();
   EXPECT_NEAR(causal.sparsity(), 37.5, 1e-9);
+}
+
+// The kernels mask partial blocks with create_block_mask's bits, or call
+// mask_mod when a block mask has none (lists built another way): both give
+// the same results, forward and backward, through the dispatcher op
+// (stateless mask) and the autograd closure (a mask holding a tensor), at
+// a block size whose rows are two words and cols no multiple of the SIMD width.
+TEST(FlexAttention, MaskBitsAndMaskModAgree) {
+  manual_seed(47);
+  const int64_t B = 2, Hq = 4, Hkv = 2, L = 157, S = 213, E = 16, bs = 100;
+  const auto scattered = [](int64_t, int64_t, int64_t q, int64_t kv) { return (q * 7 + kv * 3) % 5 != 0 && kv <= q + 40; };
+  Tensor docs = empty({S}, kInt64);
+  for (int64_t j = 0; j < S; ++j) docs.data_ptr<int64_t>()[j] = j / 37;
+  FlexOptions gqa;
+  gqa.enable_gqa = true;
+  auto compare = [&](const auto& bm, const std::string& what) {
+    auto without = bm;
+    without.partial_bits = Tensor();
+    ASSERT_GT(bm.partial_bits.numel(), 0) << what;
+    for (DType dt : {kFloat32, kFloat64}) {
+      const Inputs in = make_qkv(B, Hq, Hkv, L, S, E, E, dt);
+      const FlexOutput a = flex_attention(in.q, in.k, in.v, NoScoreMod{}, bm, gqa),
+                       b = flex_attention(in.q, in.k, in.v, NoScoreMod{}, without, gqa);
+      expect_close(a.out, values(b.out), 0, 0, what + " out");
+      const Tensor go = randn(a.out.sizes(), kFloat64).to(dt);
+      auto ga = autograd::grad({a.out}, {in.q, in.k, in.v}, {go}), gb = autograd::grad({b.out}, {in.q, in.k, in.v}, {go});
+      for (int i = 0; i < 3; ++i) expect_close(ga[i], values(gb[i]), 0, 0, what + " grad " + std::to_string(i));
+    }
+    check_against_dense(what + " vs dense", make_qkv(B, Hq, Hkv, L, S, E, E, kFloat32), NoScoreMod{}, bm, {}, 0, gqa);
+  };
+  compare(create_block_mask(scattered, B, 1, L, S, bs), "scattered");
+  compare(create_block_mask(and_masks(DocumentMask{docs}, SlidingWindowMask{60}), 1, Hq, L, S, bs), "document window");
 }
 
 TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
