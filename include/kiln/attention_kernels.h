@@ -777,8 +777,8 @@ FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, Sco
 template <class ScoreMod = NoScoreMod>
 FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod = {},
                           FlexOptions options = {}) {
-  check(q.dim() == 4 && k.dim() == 4, "flex_attention", "expected 4-D q and k but got ", shape_str(q.sizes()), " and ",
-        shape_str(k.sizes()));
+  check(q.dim() == 4 && k.dim() == 4, "flex_attention", "expected 4-D q and k but got ", shape_text(q.sizes()), " and ",
+        shape_text(k.sizes()));
   const auto m = create_block_mask(NoopMask{}, 1, 1, q.size(2), k.size(2));
   return flex_attention(q, k, v, score_mod, m, options);
 }

@@ -1,6 +1,7 @@
 // Storage and TensorImpl: the memory a tensor owns and the metadata (sizes,
 // strides, offset, dtype) through which a tensor or a view reads it.
 #pragma once
+#include <iosfwd>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -67,6 +68,15 @@ struct TensorImpl {
 Shape contiguous_strides(const Shape& sizes);
 // "[2, 3]": shapes as error messages print them.
 std::string shape_str(const Shape& sizes);
+// The same text, formatted only when streamed: for check()'s message
+// arguments, which every call evaluates but only a failure prints (a
+// shape_str per argument was most of an in-place op's cost while tracing).
+// Holds a reference: use it within the expression that made it.
+struct ShapeText {
+  const Shape& sizes;
+};
+inline ShapeText shape_text(const Shape& sizes) { return {sizes}; }
+std::ostream& operator<<(std::ostream& os, ShapeText t);
 int64_t shape_numel(const Shape& sizes);
 
 }  // namespace kiln

@@ -77,17 +77,17 @@ namespace attention_detail {
 Shapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m, const FlexOptions& o) {
   const char* op = "flex_attention";
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, "expected 4-D q, k, v (B, H, L, E) but got ",
-        shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
+        shape_text(q.sizes()), ", ", shape_text(k.sizes()), ", ", shape_text(v.sizes()));
   check(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
         "expected q, k, v of one floating dtype but got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
   Shapes s{};
   s.B = q.size(0), s.Hq = q.size(1), s.Hkv = k.size(1), s.L = q.size(2), s.S = k.size(2), s.E = q.size(3);
   s.Ev = v.size(3), s.group = 1, s.Bkv = k.size(0);
   check((k.size(0) == s.B || k.size(0) == 1) && v.size(0) == k.size(0), op,
-        "k and v need q's batch size or 1 (broadcast) but got q ", shape_str(q.sizes()), ", k ", shape_str(k.sizes()),
-        ", v ", shape_str(v.sizes()));
+        "k and v need q's batch size or 1 (broadcast) but got q ", shape_text(q.sizes()), ", k ", shape_text(k.sizes()),
+        ", v ", shape_text(v.sizes()));
   check(k.size(3) == s.E, op, "q and k need the same head dim, got ", s.E, " and ", k.size(3));
-  check(v.size(1) == s.Hkv && v.size(2) == s.S, op, "k ", shape_str(k.sizes()), " and v ", shape_str(v.sizes()),
+  check(v.size(1) == s.Hkv && v.size(2) == s.S, op, "k ", shape_text(k.sizes()), " and v ", shape_text(v.sizes()),
         " need the same heads and length");
   if (s.Hq != s.Hkv) {
     check(o.enable_gqa, op, "q has ", s.Hq, " heads and k/v ", s.Hkv, ": set enable_gqa for grouped-query attention");

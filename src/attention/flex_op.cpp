@@ -31,7 +31,7 @@ FlexOpKernel lookup(const Attrs& a, bool backward) {
 
 void check_ranks(std::span<const Tensor> in, const char* op) {
   check(in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4, op, "expected 4-D q, k, v (B, H, L, E) but got ",
-        shape_str(in[0].sizes()), ", ", shape_str(in[1].sizes()), ", ", shape_str(in[2].sizes()));
+        shape_text(in[0].sizes()), ", ", shape_text(in[1].sizes()), ", ", shape_text(in[2].sizes()));
 }
 
 std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs&) {

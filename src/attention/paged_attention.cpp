@@ -63,14 +63,14 @@ void PagedKVCache::assign(const Tensor& batch_idx, const Tensor& input_pos, cons
   const char* op = "PagedKVCache.assign";
   const int64_t H = k_.size(1), D = k_.size(3);
   check(k_val.dim() == 4 && k_val.sizes() == v_val.sizes() && k_val.size(1) == H && k_val.size(3) == D, op,
-        "expected k_val and v_val of shape (B, ", H, ", T, ", D, ") but got ", shape_str(k_val.sizes()), " and ",
-        shape_str(v_val.sizes()));
+        "expected k_val and v_val of shape (B, ", H, ", T, ", D, ") but got ", shape_text(k_val.sizes()), " and ",
+        shape_text(v_val.sizes()));
   const int64_t B = k_val.size(0), T = k_val.size(2);
   check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1 && batch_idx.size(0) == B, op,
-        "expected batch_idx of shape (", B, ") int64 but got ", shape_str(batch_idx.sizes()), " ", batch_idx.dtype());
+        "expected batch_idx of shape (", B, ") int64 but got ", shape_text(batch_idx.sizes()), " ", batch_idx.dtype());
   check(input_pos.dtype() == kInt64 && input_pos.size(-1) == T &&
             (input_pos.dim() == 1 || (input_pos.dim() == 2 && input_pos.size(0) == B)),
-        op, "expected input_pos of shape (", T, ") or (", B, ", ", T, ") int64 but got ", shape_str(input_pos.sizes()),
+        op, "expected input_pos of shape (", T, ") or (", B, ", ", T, ") int64 but got ", shape_text(input_pos.sizes()),
         " ", input_pos.dtype());
   const Tensor kc = k_val.to(k_.dtype()).contiguous(), vc = v_val.to(v_.dtype()).contiguous();
   const Tensor bi = batch_idx.contiguous(), pos = input_pos.contiguous();
@@ -100,7 +100,7 @@ void PagedKVCache::assign(const Tensor& batch_idx, const Tensor& input_pos, cons
 
 Tensor PagedKVCache::physical_to_logical_rows(const Tensor& batch_idx) const {
   check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1, "PagedKVCache.convert_logical_block_mask",
-        "expected batch_idx (B) int64 but got ", shape_str(batch_idx.sizes()), " ", batch_idx.dtype());
+        "expected batch_idx (B) int64 but got ", shape_text(batch_idx.sizes()), " ", batch_idx.dtype());
   const Tensor bi = batch_idx.contiguous();
   for (int64_t i = 0; i < bi.size(0); ++i) check_batch(bi.data_ptr<int64_t>()[i], "PagedKVCache.convert_logical_block_mask");
   return index_select(physical_to_logical_, 0, batch_idx).contiguous();

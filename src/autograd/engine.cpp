@@ -125,12 +125,12 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const s
   std::vector<Tensor> out;
   for (size_t i = 0; i < roots.size(); ++i) {
     if (i < given.size() && given[i].defined()) {
-      check(given[i].sizes() == roots[i].sizes(), "backward", "gradient has shape ", shape_str(given[i].sizes()),
-            " but the output has shape ", shape_str(roots[i].sizes()));
+      check(given[i].sizes() == roots[i].sizes(), "backward", "gradient has shape ", shape_text(given[i].sizes()),
+            " but the output has shape ", shape_text(roots[i].sizes()));
       out.push_back(given[i].to(roots[i].dtype()));
     } else {
       check(roots[i].numel() == 1, "backward", "grad can be implicitly created only for outputs with one element, ",
-            "but the output has shape ", shape_str(roots[i].sizes()));
+            "but the output has shape ", shape_text(roots[i].sizes()));
       out.push_back(ones(roots[i].sizes(), roots[i].dtype()));
     }
   }
@@ -190,7 +190,7 @@ Tensor SavedTensor::unpack(const std::string& op) const {
   if (!tensor.defined()) return tensor;
   check(tensor.version() == version, "backward",
         "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-        tensor.dtype(), " ", shape_str(tensor.sizes()), "] is at version ", tensor.version(), "; expected version ",
+        tensor.dtype(), " ", shape_text(tensor.sizes()), "] is at version ", tensor.version(), "; expected version ",
         version, " instead (saved by ", op, ")");
   return tensor;
 }

@@ -368,7 +368,7 @@ void set_stance(const std::string& stance) {
 void mark_dynamic(const Tensor& t, int64_t dim) {
   const int64_t d = dim < 0 ? dim + t.dim() : dim;
   check(d >= 0 && d < t.dim() && d < 64, "compiler::mark_dynamic", "dim ", dim, " is out of range for a tensor of shape ",
-        shape_str(t.sizes()));
+        shape_text(t.sizes()));
   t.impl()->dynamic_dims |= uint64_t(1) << d;
 }
 

@@ -1,5 +1,6 @@
 // Storage (memory from core/allocator.h: 64-byte aligned, so SIMD loads never
 // split a cache line at the start of a tensor) and TensorImpl helpers.
+#include <ostream>
 #include <algorithm>
 
 #include "core/allocator.h"
@@ -35,6 +36,8 @@ std::string shape_str(const Shape& s) {
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
+
+std::ostream& operator<<(std::ostream& os, ShapeText t) { return os << shape_str(t.sizes); }
 
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides(sizes.size());

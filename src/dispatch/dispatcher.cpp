@@ -208,8 +208,8 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     for (size_t i = 0; i < out.size(); ++i) {
       const Tensor& o = out[i];
       check(o.defined(), op.name.c_str(), "got an undefined out= tensor");
-      check(o.sizes() == metas[i].sizes, op.name.c_str(), "out= tensor has shape ", shape_str(o.sizes()),
-            " but the result has shape ", shape_str(metas[i].sizes));
+      check(o.sizes() == metas[i].sizes, op.name.c_str(), "out= tensor has shape ", shape_text(o.sizes()),
+            " but the result has shape ", shape_text(metas[i].sizes));
       check(o.dtype() == metas[i].dtype, op.name.c_str(), "out= tensor has dtype ", o.dtype(),
             " but the result has dtype ", metas[i].dtype);
       bool overlaps = false;

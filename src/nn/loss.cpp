@@ -20,11 +20,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   check(is_floating(logits.dtype()), "cross_entropy", "expected floating point logits but got ", logits.dtype());
   check(target.dtype() == kInt64 || target.dtype() == kInt32, "cross_entropy",
         "expected integer class targets but got ", target.dtype());
-  check(logits.dim() >= 2, "cross_entropy", "expected logits of shape (N, C, ...) but got ", shape_str(logits.sizes()));
+  check(logits.dim() >= 2, "cross_entropy", "expected logits of shape (N, C, ...) but got ", shape_text(logits.sizes()));
   Shape expect = logits.sizes();
   expect.erase(expect.begin() + 1);
-  check(target.sizes() == expect, "cross_entropy", "expected target of shape ", shape_str(expect), " for logits ",
-        shape_str(logits.sizes()), " but got ", shape_str(target.sizes()));
+  check(target.sizes() == expect, "cross_entropy", "expected target of shape ", shape_text(expect), " for logits ",
+        shape_text(logits.sizes()), " but got ", shape_text(target.sizes()));
   check(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy", "label_smoothing must be in [0, 1] but got ",
         label_smoothing);
   const int64_t C = logits.size(1);
@@ -56,8 +56,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  check(input.sizes() == target.sizes(), "mse_loss", "input of shape ", shape_str(input.sizes()),
-        " and target of shape ", shape_str(target.sizes()), " differ");
+  check(input.sizes() == target.sizes(), "mse_loss", "input of shape ", shape_text(input.sizes()),
+        " and target of shape ", shape_text(target.sizes()), " differ");
   const Tensor d = input - target;
   return reduce(d * d, reduction, "mse_loss");
 }

@@ -113,8 +113,8 @@ Tensor compare(const OpDef& op, const Tensor& a, const Tensor& b) {
 const Tensor& binary_into(const OpDef& op, const Tensor& out, const Tensor& a, const Tensor& b, bool float_only,
                           const Attrs& attrs = {}) {
   const Shape s = broadcast_shapes(a.sizes(), b.sizes(), op.name.c_str());
-  check(s == out.sizes(), op.name.c_str(), "output with shape ", ops::shape_str(out.sizes()),
-        " doesn't match the broadcast shape ", ops::shape_str(s));
+  check(s == out.sizes(), op.name.c_str(), "output with shape ", ops::shape_text(out.sizes()),
+        " doesn't match the broadcast shape ", ops::shape_text(s));
   DType t = result_type(a, b);
   if (float_only && !is_floating(t)) t = default_dtype();
   check(ops::can_cast(t, out.dtype()), op.name.c_str(), "result type ", t, " can't be cast to the desired output type ",
@@ -163,7 +163,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    check(da == db || da == 1 || db == 1, op, "shapes ", ops::shape_str(a), " and ", ops::shape_str(b),
+    check(da == db || da == 1 || db == 1, op, "shapes ", ops::shape_text(a), " and ", ops::shape_text(b),
           " cannot be broadcast: size ", da, " vs ", db, " at dimension ", i);
     out[i] = da == 1 ? db : da;
   }
@@ -249,8 +249,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   check(mask.dtype() == kBool, "masked_fill", "expected a bool mask but got ", mask.dtype());
   const Shape s = broadcast_shapes(x.sizes(), mask.sizes(), "masked_fill");
-  check(s == x.sizes(), "masked_fill", "mask of shape ", ops::shape_str(mask.sizes()),
-        " does not broadcast to the input's shape ", ops::shape_str(x.sizes()));
+  check(s == x.sizes(), "masked_fill", "mask of shape ", ops::shape_text(mask.sizes()),
+        " does not broadcast to the input's shape ", ops::shape_text(x.sizes()));
   return where(mask, scalar_tensor(value, x.dtype()), x);
 }
 
@@ -280,8 +280,8 @@ Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 Tensor& exp_out(Tensor& out, const Tensor& x) {
   check(is_floating(out.dtype()), "exp", "expected a floating point out= tensor but got ", out.dtype());
-  check(out.sizes() == x.sizes(), "exp", "output with shape ", ops::shape_str(out.sizes()),
-        " doesn't match the input shape ", ops::shape_str(x.sizes()));
+  check(out.sizes() == x.sizes(), "exp", "output with shape ", ops::shape_text(out.sizes()),
+        " doesn't match the input shape ", ops::shape_text(x.sizes()));
   call_out(kExp, out, {x.to(out.dtype())});
   return out;
 }

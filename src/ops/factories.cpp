@@ -26,7 +26,7 @@ const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start,
 const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor", cpu::eye_kernel));
 
 Tensor make_factory(const OpDef& op, Shape size, DType dtype, Attrs a = {}) {
-  for (int64_t s : size) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_str(size));
+  for (int64_t s : size) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_text(size));
   a.set("size", std::move(size));
   a.set("dtype", dtype);
   return dispatch1(op, std::span<const Tensor>(), a);
@@ -43,8 +43,8 @@ Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   const Shape s = broadcast_shapes(sizes(), src.sizes(), "copy_");
-  check(s == sizes(), "copy_", "source of shape ", ops::shape_str(src.sizes()),
-        " cannot be broadcast to the destination's shape ", ops::shape_str(sizes()));
+  check(s == sizes(), "copy_", "source of shape ", ops::shape_text(src.sizes()),
+        " cannot be broadcast to the destination's shape ", ops::shape_text(sizes()));
   ops::call_out(kToCopy, *this, {src.expand(sizes())}, {{"dtype", dtype()}});
   return *this;
 }
@@ -56,7 +56,7 @@ const Tensor& Tensor::fill_(Scalar v) const {
 const Tensor& Tensor::zero_() const { return fill_(0); }
 
 Tensor empty(Shape sizes, DType dtype) {
-  for (int64_t s : sizes) check(s >= 0, "empty", "negative dimension ", s, " in size ", ops::shape_str(sizes));
+  for (int64_t s : sizes) check(s >= 0, "empty", "negative dimension ", s, " in size ", ops::shape_text(sizes));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(shape_numel(sizes)) * element_size(dtype));
   impl->strides = contiguous_strides(sizes);

@@ -53,11 +53,11 @@ const OpDef& kSort = register_op(OpDef{"sort", "sort(Tensor self, int dim, bool 
 void check_index(const Tensor& x, int64_t d, const Tensor& index, const char* op) {
   check(index.dtype() == kInt64 || index.dtype() == kInt32, op, "expected an int64 or int32 index but got ",
         index.dtype());
-  check(index.dim() == x.dim() || (x.dim() == 0 && index.dim() <= 1), op, "index of shape ", shape_str(index.sizes()),
-        " must have as many dims as the input of shape ", shape_str(x.sizes()));
+  check(index.dim() == x.dim() || (x.dim() == 0 && index.dim() <= 1), op, "index of shape ", shape_text(index.sizes()),
+        " must have as many dims as the input of shape ", shape_text(x.sizes()));
   for (int64_t i = 0; i < x.dim(); ++i)
-    check(i == d || index.size(i) <= x.size(i), op, "index of shape ", shape_str(index.sizes()),
-          " is larger than the input of shape ", shape_str(x.sizes()), " at dim ", i);
+    check(i == d || index.size(i) <= x.size(i), op, "index of shape ", shape_text(index.sizes()),
+          " is larger than the input of shape ", shape_text(x.sizes()), " at dim ", i);
 }
 
 }  // namespace
@@ -95,7 +95,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   std::vector<Tensor> un;
   for (size_t i = 0; i < ts.size(); ++i) {
     check(ts[i].sizes() == ts[0].sizes(), "stack", "expects each tensor to be equal size, but got ",
-          shape_str(ts[0].sizes()), " at entry 0 and ", shape_str(ts[i].sizes()), " at entry ", i);
+          shape_text(ts[0].sizes()), " at entry 0 and ", shape_text(ts[i].sizes()), " at entry ", i);
     un.push_back(ts[i].unsqueeze(d));
   }
   return cat(un, d);
@@ -116,7 +116,7 @@ std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
-  check(total == x.size(d), "split", "split sizes ", shape_str(sizes), " must sum to the dim's size ", x.size(d));
+  check(total == x.size(d), "split", "split sizes ", shape_text(sizes), " must sum to the dim's size ", x.size(d));
   std::vector<Tensor> out;
   int64_t off = 0;
   for (int64_t s : sizes) {
@@ -143,11 +143,11 @@ static Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index, co
                            const char* op) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), op);
   check_index(x, d, index, op);
-  check(src.dim() == index.dim(), op, "src of shape ", shape_str(src.sizes()), " must have as many dims as index ",
-        shape_str(index.sizes()));
+  check(src.dim() == index.dim(), op, "src of shape ", shape_text(src.sizes()), " must have as many dims as index ",
+        shape_text(index.sizes()));
   for (int64_t i = 0; i < index.dim(); ++i)
-    check(index.size(i) <= src.size(i), op, "index of shape ", shape_str(index.sizes()),
-          " is larger than src of shape ", shape_str(src.sizes()));
+    check(index.size(i) <= src.size(i), op, "index of shape ", shape_text(index.sizes()),
+          " is larger than src of shape ", shape_text(src.sizes()));
   return ops::call(kScatter, {x, index, src.to(x.dtype())}, {{"dim", d}, {"add", add}});
 }
 
@@ -162,14 +162,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), "index_select");
   check(index.dtype() == kInt64 || index.dtype() == kInt32, "index_select",
         "expected an int64 or int32 index but got ", index.dtype());
-  check(index.dim() <= 1, "index_select", "index must be 0-D or 1-D but has shape ", shape_str(index.sizes()));
+  check(index.dim() <= 1, "index_select", "index must be 0-D or 1-D but has shape ", shape_text(index.sizes()));
   check(x.dim() > 0, "index_select", "cannot index a 0-dim tensor");
   return ops::call(kIndexSelect, {x, index}, {{"dim", d}});
 }
 
 static Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
   check(x.dim() >= 2, upper ? "triu" : "tril", "expected a tensor with at least 2 dims but got shape ",
-        shape_str(x.sizes()));
+        shape_text(x.sizes()));
   return ops::call(kTriangle, {x}, {{"diagonal", diagonal}, {"upper", upper}});
 }
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false); }

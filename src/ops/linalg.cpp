@@ -20,7 +20,7 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op) {
         b.dtype());
   check(a.dtype() != kBool, op, "is not supported for bool tensors");
   check(a.size(-1) == b.size(b.dim() == 1 ? 0 : -2), op, "shapes cannot be multiplied (",
-        ops::shape_str(a.sizes()), " and ", ops::shape_str(b.sizes()), ")");
+        ops::shape_text(a.sizes()), " and ", ops::shape_text(b.sizes()), ")");
 }
 
 // a (..., M, K) and b (..., K, N), batch dims broadcast against each other.
@@ -40,24 +40,24 @@ Tensor batched(const Tensor& a, const Tensor& b, Tensor* out) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  check(a.dim() == 2 && b.dim() == 2, "mm", "expected 2-D tensors but got ", ops::shape_str(a.sizes()), " and ",
-        ops::shape_str(b.sizes()));
+  check(a.dim() == 2 && b.dim() == 2, "mm", "expected 2-D tensors but got ", ops::shape_text(a.sizes()), " and ",
+        ops::shape_text(b.sizes()));
   check_pair(a, b, "mm");
   return batched(a, b, nullptr);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  check(a.dim() == 3 && b.dim() == 3, "bmm", "expected 3-D tensors but got ", ops::shape_str(a.sizes()), " and ",
-        ops::shape_str(b.sizes()));
-  check(a.size(0) == b.size(0), "bmm", "batch sizes differ: ", ops::shape_str(a.sizes()), " and ",
-        ops::shape_str(b.sizes()));
+  check(a.dim() == 3 && b.dim() == 3, "bmm", "expected 3-D tensors but got ", ops::shape_text(a.sizes()), " and ",
+        ops::shape_text(b.sizes()));
+  check(a.size(0) == b.size(0), "bmm", "batch sizes differ: ", ops::shape_text(a.sizes()), " and ",
+        ops::shape_text(b.sizes()));
   check_pair(a, b, "bmm");
   return batched(a, b, nullptr);
 }
 
 static Tensor matmul_impl(const Tensor& a, const Tensor& b, Tensor* out) {
   check(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments need at least 1 dimension, but got ",
-        ops::shape_str(a.sizes()), " and ", ops::shape_str(b.sizes()));
+        ops::shape_text(a.sizes()), " and ", ops::shape_text(b.sizes()));
   check_pair(a, b, "matmul");
   // 1-D operands become matrices and the added dim is removed afterwards.
   if (a.dim() >= 3 && b.dim() == 2 && !out) {
@@ -88,9 +88,9 @@ Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check(weight.dim() == 2, "linear", "expected a 2-D weight but got ", ops::shape_str(weight.sizes()));
-  check(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear", "input of shape ", ops::shape_str(x.sizes()),
-        " does not match weight of shape ", ops::shape_str(weight.sizes()), " (in_features ", weight.size(1), ")");
+  check(weight.dim() == 2, "linear", "expected a 2-D weight but got ", ops::shape_text(weight.sizes()));
+  check(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear", "input of shape ", ops::shape_text(x.sizes()),
+        " does not match weight of shape ", ops::shape_text(weight.sizes()), " (in_features ", weight.size(1), ")");
   Tensor y = matmul(x, weight.t());
   return bias.defined() ? y + bias : y;
 }

@@ -43,12 +43,12 @@ Tensor norm_impl(const char* op, bool rms, const Tensor& x, const Shape& shape, 
   check(is_floating(x.dtype()), op, "expected a floating point input but got ", x.dtype());
   const int64_t k = static_cast<int64_t>(shape.size());
   check(k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == shape, op,
-        "normalized_shape ", ops::shape_str(shape), " does not match the trailing dims of the input of shape ",
-        ops::shape_str(x.sizes()));
+        "normalized_shape ", ops::shape_text(shape), " does not match the trailing dims of the input of shape ",
+        ops::shape_text(x.sizes()));
   for (const Tensor* p : {&w, &b}) {
     if (!p->defined()) continue;
-    check(p->sizes() == shape, op, "expected weight and bias of shape ", ops::shape_str(shape), " but got ",
-          ops::shape_str(p->sizes()));
+    check(p->sizes() == shape, op, "expected weight and bias of shape ", ops::shape_text(shape), " but got ",
+          ops::shape_text(p->sizes()));
     check(p->dtype() == x.dtype(), op, "expected weight and bias of dtype ", x.dtype(), " but got ", p->dtype());
   }
   std::vector<Tensor> in{x};
@@ -78,7 +78,7 @@ Tensor rms_norm(const Tensor& x, Shape shape, const Tensor& w, std::optional<dou
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  check(weight.dim() == 2, "embedding", "expected a 2-D weight but got shape ", ops::shape_str(weight.sizes()));
+  check(weight.dim() == 2, "embedding", "expected a 2-D weight but got shape ", ops::shape_text(weight.sizes()));
   check(indices.dtype() == kInt64 || indices.dtype() == kInt32, "embedding",
         "expected indices of dtype int64 or int32 but got ", indices.dtype());
   return ops::call(kEmbedding, {weight, indices});

@@ -21,7 +21,7 @@ Shape reduction_dims(const Tensor& x, const Shape& dims, const char* op) {
   for (int64_t d : dims) out.push_back(wrap_dim(d, x.dim(), op));
   std::sort(out.begin(), out.end());
   check(std::adjacent_find(out.begin(), out.end()) == out.end(), op, "dim appears multiple times in the list of dims ",
-        shape_str(dims));
+        shape_text(dims));
   if (x.dim() == 0) out.clear();
   return out;
 }

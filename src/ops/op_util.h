@@ -11,6 +11,7 @@
 namespace kiln::ops {
 
 using kiln::shape_str;
+using kiln::shape_text;
 
 // Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts 0 and -1.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

@@ -35,7 +35,7 @@ Attrs draw(int64_t n) {
 }
 
 Tensor random_tensor(const OpDef& op, Shape sizes, DType dtype, Attrs a) {
-  for (int64_t s : sizes) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_str(sizes));
+  for (int64_t s : sizes) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_text(sizes));
   Attrs d = draw(shape_numel(sizes));
   for (auto& [k, v] : d.items()) a.set(k, v);
   a.set("size", std::move(sizes));
@@ -73,7 +73,7 @@ Tensor randint(int64_t low, int64_t high, Shape sizes, DType dtype) {
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
   check(probs.dim() == 1 || probs.dim() == 2, "multinomial", "expected a 1-D or 2-D probability tensor but got shape ",
-        ops::shape_str(probs.sizes()));
+        ops::shape_text(probs.sizes()));
   check(is_floating(probs.dtype()), "multinomial", "expected floating point probabilities but got ", probs.dtype());
   check(num_samples > 0, "multinomial", "cannot sample ", num_samples, " samples");
   check(probs.size(-1) > 0, "multinomial", "the probability tensor has no categories");

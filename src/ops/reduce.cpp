@@ -50,9 +50,9 @@ Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim,
 void check_nonempty(const Tensor& x, const Shape& dims, const char* op) {
   for (int64_t d : ops::reduction_dims(x, dims, op))
     check(x.dim() == 0 || x.size(d) != 0, op, "cannot reduce over a zero-size dimension ", d, " of a tensor of shape ",
-          ops::shape_str(x.sizes()));
+          ops::shape_text(x.sizes()));
   check(x.numel() != 0 || (!dims.empty() && x.dim() > 0), op, "cannot reduce an empty tensor of shape ",
-        ops::shape_str(x.sizes()));
+        ops::shape_text(x.sizes()));
 }
 
 int64_t reduced_count(const Tensor& x, const Shape& dims, const char* op) {
@@ -133,7 +133,7 @@ static std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool
                                               const char* op) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), op);
   check(x.dim() == 0 || x.size(d) > 0, op, "cannot reduce over the zero-size dimension ", d, " of shape ",
-        ops::shape_str(x.sizes()));
+        ops::shape_text(x.sizes()));
   auto r = dispatch(kMaxDim, std::span<const Tensor>(&x, 1), {{"dim", d}, {"largest", largest}});
   if (!keepdim && x.dim() > 0) return {r[0].squeeze(d), r[1].squeeze(d)};
   return {r[0], r[1]};

@@ -52,18 +52,18 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      check(infer < 0, op, "only one dimension can be inferred in shape ", shape_str(shape));
+      check(infer < 0, op, "only one dimension can be inferred in shape ", shape_text(shape));
       infer = static_cast<int64_t>(i);
     } else {
-      check(shape[i] >= 0, op, "invalid shape dimension ", shape[i], " in ", shape_str(shape));
+      check(shape[i] >= 0, op, "invalid shape dimension ", shape[i], " in ", shape_text(shape));
       known *= shape[i];
     }
   }
   if (infer >= 0) {
-    check(known != 0 && numel % known == 0, op, "shape ", shape_str(shape), " is invalid for input of size ", numel);
+    check(known != 0 && numel % known == 0, op, "shape ", shape_text(shape), " is invalid for input of size ", numel);
     out[infer] = numel / known;
   }
-  check(shape_numel(out) == numel, op, "shape ", shape_str(shape), " is invalid for input of size ", numel);
+  check(shape_numel(out) == numel, op, "shape ", shape_text(shape), " is invalid for input of size ", numel);
   return out;
 }
 
@@ -71,8 +71,8 @@ std::vector<TensorMeta> view_shape(std::span<const Tensor> in, const Attrs& a) {
   const Tensor& t = in[0];
   Shape shape = infer_shape(a.get_shape("size"), t.numel(), "view");
   auto st = view_strides(t, shape);
-  check(st.has_value(), "view", "size ", shape_str(shape), " is not compatible with the input's size ",
-        shape_str(t.sizes()), " and stride ", shape_str(t.strides()), "; use reshape() instead");
+  check(st.has_value(), "view", "size ", shape_text(shape), " is not compatible with the input's size ",
+        shape_text(t.sizes()), " and stride ", shape_text(t.strides()), "; use reshape() instead");
   return {{shape, t.dtype(), *st, t.storage_offset()}};
 }
 
@@ -85,7 +85,7 @@ std::vector<TensorMeta> permute_shape(std::span<const Tensor> in, const Attrs& a
   std::vector<bool> seen(t.dim(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = wrap_dim(dims[i], t.dim(), "permute");
-    check(!seen[d], "permute", "repeated dim ", dims[i], " in ", shape_str(dims));
+    check(!seen[d], "permute", "repeated dim ", dims[i], " in ", shape_text(dims));
     seen[d] = true;
     m.sizes[i] = t.size(d);
     m.strides[i] = t.stride(d);
@@ -111,8 +111,8 @@ std::vector<TensorMeta> expand_shape(std::span<const Tensor> in, const Attrs& a)
       m.strides[i] = t.stride(i - off);
     } else {
       check(s == 1, "expand", "the expanded size of the tensor (", size[i], ") must match the existing size (", s,
-            ") at non-singleton dimension ", i, ". Target sizes: ", shape_str(size), ". Tensor sizes: ",
-            shape_str(t.sizes()));
+            ") at non-singleton dimension ", i, ". Target sizes: ", shape_text(size), ". Tensor sizes: ",
+            shape_text(t.sizes()));
     }
   }
   return {m};
@@ -204,8 +204,8 @@ std::vector<TensorMeta> as_strided_shape(std::span<const Tensor> in, const Attrs
     last += (size[i] - 1) * stride[i];
   }
   const int64_t capacity = static_cast<int64_t>(t.impl()->storage->nbytes() / t.element_size());
-  check(off >= 0 && (empty_view || last < capacity), "as_strided", "view of size ", shape_str(size), " and stride ",
-        shape_str(stride), " at offset ", off, " needs ", last + 1, " elements but the storage has ", capacity);
+  check(off >= 0 && (empty_view || last < capacity), "as_strided", "view of size ", shape_text(size), " and stride ",
+        shape_text(stride), " at offset ", off, " needs ", last + 1, " elements but the storage has ", capacity);
   return {{size, t.dtype(), stride, off}};
 }
 
@@ -238,8 +238,8 @@ std::vector<TensorMeta> view_backward_shape(const char* name, const OpDef& view,
   impl->dtype = in[0].dtype();
   const Tensor probe[] = {Tensor(std::move(impl))};
   const TensorMeta region = view.shape(std::span<const Tensor>(probe, 1), a)[0];
-  check(in[0].sizes() == region.sizes, name, "grad of shape ", shape_str(in[0].sizes()), " does not match the ",
-        view.name, " of ", shape_str(input_sizes), ", which has shape ", shape_str(region.sizes));
+  check(in[0].sizes() == region.sizes, name, "grad of shape ", shape_text(in[0].sizes()), " does not match the ",
+        view.name, " of ", shape_text(input_sizes), ", which has shape ", shape_text(region.sizes));
   return {{input_sizes, in[0].dtype()}};
 }
 template <const OpDef& (*View)()>
