@@ -87,6 +87,7 @@ int folded_constants(const CallSite& site) {
 class Tracer : public DispatchMode {
  public:
   Tracer(CallSite& site, bool explaining) : site_(site), explaining_(explaining) {
+    begin_key();
     current = this;
     intercept_ = std::make_unique<InterceptScope>(this, &Tracer::hook);
   }
@@ -277,7 +278,7 @@ class Tracer : public DispatchMode {
   }
 
   std::shared_ptr<const Plan> lookup_or_compile() {
-    const std::string key = std::to_string(graph_index_) + "|" + key_;
+    const std::string& key = key_;
     {
       std::lock_guard<std::mutex> lock(site_.mu);
       if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
@@ -314,13 +315,26 @@ class Tracer : public DispatchMode {
     return plan;
   }
 
+  // Keeps the containers' capacity: a step traces the same graphs again,
+  // and regrowing them (the key alone is tens of KiB for an optimizer step)
+  // made glibc consolidate its free lists on every large reallocation.
   void reset() {
-    trace_ = Trace{};
+    trace_.externals.clear();
+    trace_.value_ext.clear();
+    trace_.values.clear();
+    trace_.nodes.clear();
+    trace_.live.clear();
+    trace_.writebacks.clear();
     pending_.clear();
     ext_.clear();
     written_.clear();
     mutated_.clear();
-    key_.clear();
+    begin_key();
+  }
+  // The structure key starts with the graph's index at its call site.
+  void begin_key() {
+    key_ = std::to_string(graph_index_);
+    key_ += '|';
   }
 
   CallSite& site_;
