@@ -166,7 +166,10 @@ bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 
 //   gradient): each fixed chunk of rows sums into its own partial row, and
 //   the partial rows are added in chunk order after the loop, so the result
 //   does not depend on the thread count. It is known only after the loop;
-// - Head: a layer_norm / rms_norm over the last dim (first node only);
+// - Head: a layer_norm / rms_norm over the last dim as the first node,
+//   reading its input row from memory before the passes;
+// - Norm: the same later in the loop (a residual add then the next block's
+//   norm): its mean and variance are row sums in the passes, like RowSum's;
 // slice_backward over the last dim (the gradient of a slice of columns, as
 // in a fused QKV projection) is an Elem that reads its input in a column
 // range and is 0 elsewhere.
@@ -178,7 +181,7 @@ bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 
 // when they do not depend on it, after it otherwise; fusable nodes that
 // depend on such a moved-after node stay out. Without per-row or per-column
 // operands the loop is one flat pass over all elements.
-enum class Role : uint8_t { Elem, RowElem, RowSum, ColSum, Head };
+enum class Role : uint8_t { Elem, RowElem, RowSum, ColSum, Head, Norm };
 
 // Rows per call of a row loop (a fixed chunk: ColSum's partial rows).
 int64_t chunk_rows(int64_t cols) { return std::max<int64_t>(1, 32768 / cols); }
@@ -223,6 +226,17 @@ std::optional<std::pair<int64_t, int64_t>> slice_columns(const Trace& t, const P
   return std::make_pair(start, end);
 }
 
+// A layer_norm / rms_norm over float32 rows whose output can be computed
+// inside the loop that consumes it (reduction fusion: the normalised tensor
+// is never written).
+bool row_head(const Trace& t, const Plan& p, const TracedNode& n) {
+  if (n.op->name != "layer_norm" || n.outputs.size() != 1) return false;
+  if (dtype_of_value(t, n.outputs[0]) != kFloat32 || n.attrs.get_int("n") <= 0) return false;
+  for (int in : n.inputs)
+    if (dtype_of_value(t, p.rep[in]) != kFloat32 || !contiguous_value(t, p.rep[in])) return false;
+  return true;
+}
+
 // The role node n can take in a loop over sp, if any.
 std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, Space sp) {
   if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
@@ -253,6 +267,15 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
     return elem ? Role::Elem : Role::RowElem;
   }
   if (n.op->kind != OpKind::Compute) return std::nullopt;
+  if (n.op->name == "layer_norm") {
+    if (!elem || !row_head(t, p, n) || n.attrs.get_int("n") != sp.cols || access_of(sizes_of(t, in0), os) != 'j')
+      return std::nullopt;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {  // weight and bias: one value per column
+      const Shape& ws = sizes_of(t, p.rep[n.inputs[i]]);
+      if (ws.size() != 1 || ws[0] != sp.cols) return std::nullopt;
+    }
+    return Role::Norm;
+  }
   if (n.op->name == "slice_backward") return elem && slice_columns(t, p, n) ? std::optional<Role>(Role::Elem) : std::nullopt;
   if (expression(n, "a", "b").empty() || static_cast<int>(n.inputs.size()) != arity(n.op->name)) return std::nullopt;
   for (int i : n.inputs) {
@@ -264,16 +287,6 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
   return elem ? Role::Elem : Role::RowElem;
 }
 
-// A layer_norm / rms_norm over float32 rows whose output can be computed
-// inside the loop that consumes it (reduction fusion: the normalised tensor
-// is never written).
-bool row_head(const Trace& t, const Plan& p, const TracedNode& n) {
-  if (n.op->name != "layer_norm" || n.outputs.size() != 1) return false;
-  if (dtype_of_value(t, n.outputs[0]) != kFloat32 || n.attrs.get_int("n") <= 0) return false;
-  for (int in : n.inputs)
-    if (dtype_of_value(t, p.rep[in]) != kFloat32 || !contiguous_value(t, p.rep[in])) return false;
-  return true;
-}
 
 std::string cache_dir() {
   if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
@@ -557,6 +570,37 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         elem_lines.push_back({0, "const float " + v + " = (xr[c] - mean) * rstd" + (has_w ? " * rw[c]" : "") +
                                      (has_b ? " + rb[c]" : "") + ";"});
         phase[out] = 0;
+      } else if (m.role == Role::Norm) {
+        // mean and rstd of the row as row sums of x (the second over x
+        // centred by the first), then the normalised element.
+        if (k->space_value < 0) k->space_value = out;
+        const int x = plan.rep[n.inputs[0]];
+        const bool has_w = n.attrs.get_bool("has_weight"), has_b = n.attrs.get_bool("has_bias");
+        const std::string xs = operand(x, 'j');
+        char eps[40];
+        std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
+        auto row_sum = [&](int pass, const std::string& term) {
+          sums.emplace_back(pass, static_cast<int>(elem_lines.size()));
+          const std::string acc = "acc" + std::to_string(sums.size() - 1);
+          elem_lines.push_back({pass, acc + " += " + term + ";"});
+          return acc;
+        };
+        int pass = phase_of(x);
+        std::string centred = xs;
+        if (!n.attrs.get_bool("rms")) {
+          const std::string acc = row_sum(pass, xs);
+          row_lines.push_back({pass + 1, "const float " + v + "_mean = " + acc + " / static_cast<float>(n);"});
+          centred = "(" + xs + " - " + v + "_mean)";
+          ++pass;
+        }
+        const std::string acc = row_sum(pass, centred + " * " + centred);
+        row_lines.push_back({pass + 1, "const float " + v + "_rstd = 1.0f / __builtin_sqrtf(" + acc +
+                                           " / static_cast<float>(n) + " + eps + ");"});
+        std::string e = centred + " * " + v + "_rstd";
+        if (has_w) e += " * " + operand(plan.rep[n.inputs[1]], 'c');
+        if (has_b) e += " + " + operand(plan.rep[n.inputs[has_w ? 2 : 1]], 'c');
+        elem_lines.push_back({pass + 1, "const float " + v + " = " + e + ";"});
+        phase[out] = pass + 1;
       } else if (m.role == Role::ColSum) {
         const int x = plan.rep[n.inputs[0]];
         if (k->space_value < 0) k->space_value = x;

@@ -100,6 +100,40 @@ TEST_F(Compile, NormsFuseIntoTheLoopsThatConsumeThem) {
   expect_same(r[1], exp(layer_norm(x, {48}, w, b)) + 1.0, "consumer");
 }
 
+// A norm after other work of the loop (the residual add before the next
+// block's layer_norm): its row statistics are sums in the loop's passes, so
+// the add, the norm and what follows run as one loop that writes both the
+// sum and the normalised rows; equal to eager for layer_norm with and
+// without affine parameters and rms_norm.
+TEST_F(Compile, NormsLaterInALoopTakeTheirStatisticsInItsPasses) {
+  manual_seed(69);
+  const Tensor w = randn({40}), b = randn({40});
+  auto residual_ln = [&](const Tensor& x, const Tensor& y) {
+    const Tensor sum = x + y * 0.5;
+    return std::vector<Tensor>{sum, layer_norm(sum, {40}, w, b)};
+  };
+  auto residual_plain = [&](const Tensor& x, const Tensor& y) { return layer_norm(x - y, {40}) * 3.0; };
+  auto residual_rms = [&](const Tensor& x, const Tensor& y) { return rms_norm(exp(x) + y, {40}, w) + x; };
+  auto f = compile(residual_ln);
+  auto g = compile(residual_plain);
+  auto h = compile(residual_rms);
+  for (int64_t rows : {1, 9, 257}) {
+    const Tensor x = randn({rows, 40}), y = randn({rows, 40});
+    const std::string what = "rows " + std::to_string(rows);
+    const int64_t loops = compiler::detail::fused_loop_runs();
+    const std::vector<Tensor> got = f(x, y), want = residual_ln(x, y);
+    EXPECT_EQ(compiler::detail::fused_loop_runs() - loops, 1) << what;
+    expect_same(got[0], want[0], what + " sum");
+    expect_same(got[1], want[1], what + " layer_norm", 1e-5);
+    const int64_t loops2 = compiler::detail::fused_loop_runs();
+    expect_same(g(x, y), residual_plain(x, y), what + " layer_norm without affine", 1e-5);
+    EXPECT_EQ(compiler::detail::fused_loop_runs() - loops2, 1) << what;
+    const int64_t loops3 = compiler::detail::fused_loop_runs();
+    expect_same(h(x, y), residual_rms(x, y), what + " rms_norm", 1e-5);
+    EXPECT_EQ(compiler::detail::fused_loop_runs() - loops3, 1) << what;
+  }
+}
+
 TEST_F(Compile, BroadcastsRowSumsAndColumnSumsRunInOneLoop) {
   manual_seed(67);
   // Per-column (bias), per-row (scale) and 0-dim operands, a row sum used
