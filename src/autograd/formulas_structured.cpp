@@ -25,6 +25,20 @@ Tensor keepdim_grad(const Tensor& g, const Shape& input, const Shape& dims) {
 
 Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
 
+// Gradients of a and b in a @ b (bmm_broadcast, and bmm_bias's first two).
+Grads bmm_grads(const Ctx& c) {
+  const Tensor& g = g0(c);
+  const Tensor& b = c.inputs[1];
+  // A column-major b (linear's weight.t()) gets its gradient in its own
+  // layout, (g^T a)^T, so the weight's gradient arrives contiguous and
+  // is not copied again when it is accumulated.
+  const bool b_columns = b.dim() >= 2 && b.stride(-2) == 1 && b.stride(-1) != 1;
+  Tensor gb;
+  if (c.needs_input_grad[1])
+    gb = b_columns ? transpose_last(matmul(transpose_last(g), c.inputs[0])) : matmul(transpose_last(c.inputs[0]), g);
+  return {c.needs_input_grad[0] ? matmul(g, transpose_last(b)) : Tensor(), gb};
+}
+
 const struct Register {
   Register() {
     register_backward("sum", [](const Ctx& c) -> Grads {
@@ -69,17 +83,11 @@ const struct Register {
       return {scatter_add(zeros(in_shape(c), g0(c).dtype()), dim, c.outputs[1], g0(c))};
     }, kSaveOutputs);
 
-    register_backward("bmm_broadcast", [](const Ctx& c) -> Grads {
-      const Tensor& g = g0(c);
-      const Tensor& b = c.inputs[1];
-      // A column-major b (linear's weight.t()) gets its gradient in its own
-      // layout, (g^T a)^T, so the weight's gradient arrives contiguous and
-      // is not copied again when it is accumulated.
-      const bool b_columns = b.dim() >= 2 && b.stride(-2) == 1 && b.stride(-1) != 1;
-      Tensor gb;
-      if (c.needs_input_grad[1])
-        gb = b_columns ? transpose_last(matmul(transpose_last(g), c.inputs[0])) : matmul(transpose_last(c.inputs[0]), g);
-      return {c.needs_input_grad[0] ? matmul(g, transpose_last(b)) : Tensor(), gb};
+    register_backward("bmm_broadcast", bmm_grads, kSaveInputs);
+    register_backward("bmm_bias", [](const Ctx& c) -> Grads {  // bmm_broadcast + a bias row
+      Grads g = bmm_grads(c);
+      g.push_back(c.needs_input_grad[2] ? sum_to(g0(c), c.input_meta[2].sizes) : Tensor());
+      return g;
     }, kSaveInputs);
 
     register_backward("softmax", [](const Ctx& c) -> Grads {

@@ -83,6 +83,9 @@ struct Plan {
   // (and of the other nodes of its group, which are not in order).
   std::vector<std::shared_ptr<FusedKernel>> fused;
   std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
+  // Per node: the bias value a bmm_broadcast runs with as bmm_bias (its
+  // bias add folded in, Note [Bias in the GEMM]), or -1; empty: none.
+  std::vector<int> bias_of;
   // Values computed once when the plan was made (constant folding), bound
   // before the nodes run; never handed to the program without a copy.
   std::vector<std::pair<int, Tensor>> constants;

@@ -40,6 +40,12 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
     const TracedNode& node = t.nodes[n];
     ins.clear();
     for (int in : node.inputs) ins.push_back(vals[plan.rep[in]]);
+    const OpDef* op = node.op;
+    if (!plan.bias_of.empty() && plan.bias_of[n] >= 0) {
+      static const OpDef* bmm_bias = find_op("bmm_bias");
+      ins.push_back(vals[plan.rep[plan.bias_of[n]]]);
+      op = bmm_bias;
+    }
     std::vector<Tensor> outs;
     if (record_grad) {
       // Under the grad mode the op was traced with; restored on exit.
@@ -48,9 +54,9 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
         explicit GradMode(bool on) { set_grad_enabled(on); }
         ~GradMode() { set_grad_enabled(prev); }
       } mode(node.grad_enabled);
-      outs = dispatch(*node.op, ins, node.attrs);
+      outs = dispatch(*op, ins, node.attrs);
     } else {
-      outs = run_kernel(*node.op, ins, node.attrs);
+      outs = run_kernel(*op, ins, node.attrs);
     }
     for (size_t o = 0; o < outs.size(); ++o) vals[node.outputs[o]] = std::move(outs[o]);
   };

@@ -14,6 +14,10 @@ std::vector<TensorMeta> matmul_shape(std::span<const Tensor> in, const Attrs&) {
 }
 const OpDef& kMatmul = register_op(OpDef{"bmm_broadcast", "bmm_broadcast(Tensor self, Tensor mat2) -> Tensor",
                                          OpKind::Compute, matmul_shape, {cpu::matmul_kernel}});
+// kiln::compile's form of bmm_broadcast followed by a bias add (Note [Bias
+// in the GEMM] in kernels/cpu/matmul_kernel.cpp).
+const OpDef& kMatmulBias = register_op(OpDef{"bmm_bias", "bmm_bias(Tensor self, Tensor mat2, Tensor bias) -> Tensor",
+                                             OpKind::Compute, matmul_shape, {cpu::matmul_bias_kernel}});
 
 void check_pair(const Tensor& a, const Tensor& b, const char* op) {
   check(a.dtype() == b.dtype(), op, "expected both operands to have the same dtype, but got ", a.dtype(), " and ",

@@ -86,6 +86,9 @@ TEST(Gradcheck, Reductions) {
 TEST(Gradcheck, MatmulAndNNFunctions) {
   manual_seed(23);
   expect_gradcheck("mm", [](auto& v) { return mm(v[0], v[1]); }, {leaf({3, 4}), leaf({4, 2})});
+  // kiln::compile's GEMM with a folded bias add (Note [Bias in the GEMM]).
+  expect_gradcheck("bmm_bias", [](auto& v) { return dispatch(*find_op("bmm_bias"), std::vector<Tensor>{v[0], v[1], v[2]})[0]; },
+                   {leaf({2, 3, 4}), leaf({2, 4, 5}), leaf({5})});
   expect_gradcheck("batched matmul broadcast", [](auto& v) { return matmul(v[0], v[1]); },
                    {leaf({2, 3, 4}), leaf({4, 5})});
   // (..., M, K) x (K, N) runs as one folded product: contiguous and transposed (copied) inputs.

@@ -8,6 +8,7 @@
 
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
+#include "kiln/profiler.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -132,6 +133,49 @@ TEST_F(Compile, NormsLaterInALoopTakeTheirStatisticsInItsPasses) {
     expect_same(h(x, y), residual_rms(x, y), what + " rms_norm", 1e-5);
     EXPECT_EQ(compiler::detail::fused_loop_runs() - loops3, 1) << what;
   }
+}
+
+// Runs of bmm_bias among the ops the profiler timed since `reset`.
+int64_t bias_gemm_calls() {
+  int64_t calls = 0;
+  for (const profiler::OpStats& s : profiler::op_stats())
+    if (s.key.rfind("bmm_bias ", 0) == 0) calls += s.calls;
+  return calls;
+}
+
+// A linear layer's bias add that only the next GEMM reads runs inside its
+// GEMM (bmm_bias, beta = 1 onto the bias rows); an add whose bias-free
+// input is also wanted does not. Results and gradients equal eager.
+TEST_F(Compile, BiasAddsFoldIntoTheirGemm) {
+  manual_seed(70);
+  const Tensor w1 = randn({24, 40}).requires_grad_(), b1 = randn({24}).requires_grad_(), w2 = randn({5, 24});
+  auto chain = [&](const Tensor& x) { return matmul(linear(x, w1, b1), w2.t()); };
+  auto both = [&](const Tensor& x) {
+    const Tensor y = matmul(x, w1.t());
+    return std::vector<Tensor>{y, y + b1};
+  };
+  auto f = compile(chain);
+  auto g = compile(both);
+  profiler::enable(true);
+  for (int64_t rows : {1, 7}) {
+    const std::string what = "rows " + std::to_string(rows);
+    const Tensor x = randn({3, rows, 40}).requires_grad_();
+    profiler::reset();
+    const Tensor got = f(x), want = chain(x);
+    EXPECT_EQ(bias_gemm_calls(), 1) << what;
+    expect_same(got, want, what, 1e-4);
+    const Tensor go = randn(want.sizes());
+    const auto have = autograd::grad({got}, {x, w1, b1}, {go}), expect = autograd::grad({want}, {x, w1, b1}, {go});
+    for (size_t i = 0; i < have.size(); ++i) expect_same(have[i], expect[i], what + " grad " + std::to_string(i), 1e-4);
+    NoGradGuard no_grad;
+    profiler::reset();
+    const std::vector<Tensor> r = g(x.detach());
+    EXPECT_EQ(bias_gemm_calls(), 0) << what;
+    const std::vector<Tensor> e = both(x.detach());
+    expect_same(r[0], e[0], what + " without bias", 1e-4);
+    expect_same(r[1], e[1], what + " with bias", 1e-4);
+  }
+  profiler::enable(false);
 }
 
 TEST_F(Compile, BroadcastsRowSumsAndColumnSumsRunInOneLoop) {

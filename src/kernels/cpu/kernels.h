@@ -23,6 +23,7 @@ void arg_reduce_kernel(const OpCall& c);                         // attrs: dim, 
 void cumsum_kernel(const OpCall& c);                             // attrs: dim
 
 void matmul_kernel(const OpCall& c);                             // batched, broadcast batch dims
+void matmul_bias_kernel(const OpCall& c);  // bmm_broadcast + a bias row (Note [Bias in the GEMM])
 
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log
 void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms

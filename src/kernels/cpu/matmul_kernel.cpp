@@ -45,15 +45,18 @@ std::pair<int64_t, int64_t> batch_offsets(const Tensor& out, const Tensor& a, co
   return {oa, ob};
 }
 
+// C = A B, or C += A B when accumulate (beta = 1).
 template <typename T>
 void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b, T* c,
-          int64_t ldc) {
+          int64_t ldc, bool accumulate) {
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, va.trans, vb.trans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-                1.0f, a, static_cast<int>(va.ld), b, static_cast<int>(vb.ld), 0.0f, c, static_cast<int>(ldc));
+                1.0f, a, static_cast<int>(va.ld), b, static_cast<int>(vb.ld), accumulate ? 1.0f : 0.0f, c,
+                static_cast<int>(ldc));
   } else {
     cblas_dgemm(CblasRowMajor, va.trans, vb.trans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-                1.0, a, static_cast<int>(va.ld), b, static_cast<int>(vb.ld), 0.0, c, static_cast<int>(ldc));
+                1.0, a, static_cast<int>(va.ld), b, static_cast<int>(vb.ld), accumulate ? 1.0 : 0.0, c,
+                static_cast<int>(ldc));
   }
 }
 
@@ -66,17 +69,17 @@ void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t 
 // Small products run on the calling thread.
 template <typename T>
 void parallel_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b,
-                   T* c, int64_t ldc) {
+                   T* c, int64_t ldc, bool accumulate) {
   const int64_t parts = get_num_threads();
-  if (parts == 1 || M * N * K < (int64_t{1} << 18)) return gemm(va, vb, M, N, K, a, b, c, ldc);
+  if (parts == 1 || M * N * K < (int64_t{1} << 18)) return gemm(va, vb, M, N, K, a, b, c, ldc, accumulate);
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
   const int64_t chunk = ((extent + parts - 1) / parts + 15) / 16 * 16;  // whole register tiles
   parallel_for(0, (extent + chunk - 1) / chunk, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {
       const int64_t i0 = p * chunk, n = std::min(extent, i0 + chunk) - i0;
-      if (by_rows) gemm(va, vb, n, N, K, a + i0 * (va.trans == CblasNoTrans ? va.ld : 1), b, c + i0 * ldc, ldc);
-      else gemm(va, vb, M, n, K, a, b + i0 * (vb.trans == CblasNoTrans ? 1 : vb.ld), c + i0, ldc);
+      if (by_rows) gemm(va, vb, n, N, K, a + i0 * (va.trans == CblasNoTrans ? va.ld : 1), b, c + i0 * ldc, ldc, accumulate);
+      else gemm(va, vb, M, n, K, a, b + i0 * (vb.trans == CblasNoTrans ? 1 : vb.ld), c + i0, ldc, accumulate);
     }
   });
 }
@@ -90,15 +93,16 @@ std::vector<T> pack(const T* p, int64_t rows, int64_t cols, int64_t sr, int64_t 
   return out;
 }
 
+// out = a @ b, or out += a @ b when accumulate.
 template <typename T>
-void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate = false) {
   const int64_t nd = out.dim();
   const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
   const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
   T* c = out.data_ptr<T>();  // contiguous, see matmul_kernel
   if (M == 0 || N == 0 || batch == 0) return;
   if (K == 0) {
-    std::fill(c, c + out.numel(), T(0));
+    if (!accumulate) std::fill(c, c + out.numel(), T(0));
     return;
   }
   const T* pa = a.data_ptr<T>();
@@ -115,7 +119,7 @@ void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
     expect *= a.size(d);
   }
   if (BlasView vb; b_shared && a_folds && batch > 1 && sam >= K && blas_view(K, N, sbk, sbn, vb)) {
-    parallel_gemm<T>(BlasView{CblasNoTrans, sam}, vb, batch * M, N, K, pa, pb, c, N);
+    parallel_gemm<T>(BlasView{CblasNoTrans, sam}, vb, batch * M, N, K, pa, pb, c, N, accumulate);
     return;
   }
   // Many products: one per thread at a time; few: each split over the pool.
@@ -136,8 +140,8 @@ void blas_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
       mb = cb.data();
       vb = {CblasNoTrans, N};
     }
-    if (per_product) gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N);
-    else parallel_gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N);
+    if (per_product) gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N, accumulate);
+    else parallel_gemm<T>(va, vb, M, N, K, ma, mb, c + bi * M * N, N, accumulate);
   };
   if (!per_product) {
     for (int64_t bi = 0; bi < batch; ++bi) product(bi);
@@ -199,6 +203,35 @@ void matmul_kernel(const OpCall& c) {
         else fail("matmul", "dtype ", out.dtype(), " is not supported");
       });
   }
+}
+
+// Note [Bias in the GEMM]
+// bmm_bias: bmm_broadcast (float32, float64) plus a bias row added to every row of the
+// result, for kiln::compile (a linear layer's bias add that no loop takes).
+// C starts as the bias rows and sgemm runs with beta = 1: the fill replaces
+// the zero-fill OpenBLAS does for beta = 0, and the separate add's pass
+// over C is gone.
+void matmul_bias_kernel(const OpCall& c) {
+  const Tensor& out = c.outputs[0];
+  const Tensor bias = c.inputs[2].contiguous();
+  const DType dt = out.dtype();
+  const int64_t N = out.dim() ? out.size(-1) : 0;
+  check((dt == kFloat32 || dt == kFloat64) && c.inputs[0].dtype() == dt && c.inputs[1].dtype() == dt &&
+            bias.dtype() == dt && bias.dim() == 1 && bias.size(0) == N && out.is_contiguous(),
+        "bmm_bias", "expected float32 or float64 operands of one dtype, a contiguous result and a bias of ", N,
+        " values but got ", dt, " and bias ", shape_text(bias.sizes()), " ", bias.dtype());
+  if (out.numel() == 0) return;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data_ptr<T>();
+    const T* bp = bias.data_ptr<T>();
+    parallel_for(0, out.numel() / N, std::max<int64_t>(1, 32768 / N), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) std::memcpy(o + r * N, bp, static_cast<size_t>(N) * sizeof(T));
+    });
+    blas_matmul<T>(c.inputs[0], c.inputs[1], out, true);
+  };
+  if (dt == kFloat32) run(float{});
+  else run(double{});
 }
 
 }  // namespace kiln::cpu
