@@ -40,10 +40,11 @@ void append_attrs(std::string& key, const Attrs& attrs) {
 std::string graph_string(const Trace& t) {
   std::string s;
   for (const TracedNode& n : t.nodes) {
-    for (int o : n.outputs) s += "v" + std::to_string(o) + " ";
-    s += "= " + n.op->name + "(";
-    for (int in : n.inputs) s += (t.value_ext[in] >= 0 ? "in" : "v") + std::to_string(in) + " ";
-    s += ")\n";
+    // Appends, not operator+: GCC 12 reports a false -Wrestrict on the latter.
+    for (int o : n.outputs) s.append("v").append(std::to_string(o)).append(" ");
+    s.append("= ").append(n.op->name).append("(");
+    for (int in : n.inputs) s.append(t.value_ext[in] >= 0 ? "in" : "v").append(std::to_string(in)).append(" ");
+    s.append(")\n");
   }
   return s;
 }
