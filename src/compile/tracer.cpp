@@ -278,11 +278,11 @@ class Tracer : public DispatchMode {
   }
 
   std::shared_ptr<const Plan> lookup_or_compile() {
-    const std::string& key = key_;
     {
       std::lock_guard<std::mutex> lock(site_.mu);
-      if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
+      if (auto it = site_.cache.find(key_); it != site_.cache.end()) return it->second;
     }
+    const std::string key = key_;  // compiling is rare: the cache entry's own copy
     auto plan = std::make_shared<Plan>(optimize(trace_));
     fold_constants(trace_, *plan, std::vector<bool>(trace_.num_values(), false));
     std::string warning;
