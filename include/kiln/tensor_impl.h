@@ -1,10 +1,10 @@
 // Storage and TensorImpl: the memory a tensor owns and the metadata (sizes,
 // strides, offset, dtype) through which a tensor or a view reads it.
 #pragma once
-#include <iosfwd>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>

@@ -30,17 +30,22 @@ void BlockMaskData::build_transposed() {
   fill(full_kv_num_blocks, full_kv_indices, full_q_num_blocks, full_q_indices);
 }
 
+namespace {
+// The (b, h, query block) row of the per-query-block lists; B, H broadcast.
+int64_t list_row(const BlockMaskData& m, int64_t b, int64_t h, int64_t qb) {
+  return ((m.B == 1 ? 0 : b) * m.H + (m.H == 1 ? 0 : h)) * m.num_q_blocks() + qb;
+}
+}  // namespace
+
 const uint64_t* BlockMaskData::partial_bits_block(int64_t b, int64_t h, int64_t qb, int64_t n) const {
   if (!partial_bits.defined() || partial_bits.numel() == 0) return nullptr;
-  const int64_t row = ((B == 1 ? 0 : b) * H + (H == 1 ? 0 : h)) * num_q_blocks() + qb;
-  const int64_t block_words = block_size * bit_words();
   return reinterpret_cast<const uint64_t*>(partial_bits.data_ptr<int64_t>()) +
-         (row * partial_bits.size(3) + n) * block_words;
+         (list_row(*this, b, h, qb) * partial_bits.size(3) + n) * block_size * bit_words();
 }
 
 const uint64_t* BlockMaskData::partial_bits_of(int64_t b, int64_t h, int64_t qb, int64_t kb) const {
   if (!partial_bits.defined() || partial_bits.numel() == 0) return nullptr;
-  const int64_t row = ((B == 1 ? 0 : b) * H + (H == 1 ? 0 : h)) * num_q_blocks() + qb;
+  const int64_t row = list_row(*this, b, h, qb);
   const int32_t* list = kv_indices.data_ptr<int32_t>() + row * kv_indices.size(3);
   for (int64_t n = 0; n < kv_num_blocks.data_ptr<int32_t>()[row]; ++n)
     if (list[n] == kb) return partial_bits_block(b, h, qb, n);

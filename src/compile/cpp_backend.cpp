@@ -237,6 +237,13 @@ bool row_head(const Trace& t, const Plan& p, const TracedNode& n) {
   return true;
 }
 
+// A norm's eps as a float literal of the generated code.
+std::string eps_literal(const TracedNode& n) {
+  char eps[40];
+  std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
+  return eps;
+}
+
 // The role node n can take in a loop over sp, if any.
 std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, Space sp) {
   if (n.outputs.size() != 1 || n.inputs.empty()) return std::nullopt;
@@ -286,7 +293,6 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
   }
   return elem ? Role::Elem : Role::RowElem;
 }
-
 
 std::string cache_dir() {
   if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
@@ -612,8 +618,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         k->row_x = plan.rep[n.inputs[0]];
         if (has_w) k->row_w = plan.rep[n.inputs[1]];
         if (has_b) k->row_b = plan.rep[n.inputs[has_w ? 2 : 1]];
-        char eps[40];
-        std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
+        const std::string eps = eps_literal(n);
         std::ostringstream pro;
         pro << "    const float* xr = rx + r * n;\n    float mean = 0.0f, var = 0.0f;\n";
         if (!n.attrs.get_bool("rms"))
@@ -632,8 +637,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         const int x = plan.rep[n.inputs[0]];
         const bool has_w = n.attrs.get_bool("has_weight"), has_b = n.attrs.get_bool("has_bias");
         const std::string xs = operand(x, 'j');
-        char eps[40];
-        std::snprintf(eps, sizeof eps, "%.9ef", n.attrs.get_double("eps"));
+        const std::string eps = eps_literal(n);
         auto row_sum = [&](int pass, const std::string& term) {
           sums.emplace_back(pass, static_cast<int>(elem_lines.size()));
           const std::string acc = "acc" + std::to_string(sums.size() - 1);

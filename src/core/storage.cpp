@@ -1,7 +1,7 @@
 // Storage (memory from core/allocator.h: 64-byte aligned, so SIMD loads never
 // split a cache line at the start of a tensor) and TensorImpl helpers.
-#include <ostream>
 #include <algorithm>
+#include <ostream>
 
 #include "core/allocator.h"
 
