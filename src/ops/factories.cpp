@@ -3,6 +3,7 @@
 // a tracer sees factories like any other op.
 #include <cmath>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "ops/op_util.h"
 
@@ -25,6 +26,28 @@ const OpDef& kArange = register_op(factory("arange", "arange(Scalar start, Scala
 const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start, Scalar end, int steps, *, ScalarType dtype) -> Tensor", cpu::linspace_kernel));
 const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor", cpu::eye_kernel));
 
+Tensor wrapped_fill(double value, DType dt) {
+  // Straight to the kernel, past the modes: under kiln::compile a C++ number
+  // is then a graph input read at run time, not a constant of the graph
+  // (which would recompile whenever the number changes).
+  Tensor t = run_kernel(kFill, {}, Attrs{{"value", value}, {"size", Shape{}}, {"dtype", dt}})[0];
+  t.impl()->wrapped_number = true;
+  return t;
+}
+
+// A C++ number (wrapped_scalar) converted for an op's computation: filled
+// again in dtype dt, the value cast as _to_copy casts it. Converting it with
+// _to_copy cost a dispatched kernel per number in eager mode and a node plus
+// a graph input per number under compile (eight per parameter in an AdamW
+// step).
+Tensor wrapped_number_as(const Tensor& x, DType dt) {
+  const double v = visit_dtype(x.dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    return cpu::convert<double>(*reinterpret_cast<const S*>(x.impl()->data()));
+  });
+  return wrapped_fill(v, dt);
+}
+
 Tensor make_factory(const OpDef& op, Shape size, DType dtype, Attrs a = {}) {
   for (int64_t s : size) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_text(size));
   a.set("size", std::move(size));
@@ -36,6 +59,7 @@ Tensor make_factory(const OpDef& op, Shape size, DType dtype, Attrs a = {}) {
 
 Tensor Tensor::to(DType t) const {
   if (dtype() == t) return *this;
+  if (impl()->wrapped_number) return wrapped_number_as(*this, t);
   return call(kToCopy, {*this}, {{"dtype", t}});
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
@@ -93,13 +117,7 @@ Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, 
 
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) { return full({}, value, dtype); }
 Tensor wrapped_scalar(Scalar value) {
-  // Straight to the kernel, past the modes: under kiln::compile a C++ number
-  // is then a graph input read at run time, not a constant of the graph
-  // (which would recompile whenever the number changes).
-  const DType dt = value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype();
-  Tensor t = run_kernel(kFill, {}, Attrs{{"value", value.to_double()}, {"size", Shape{}}, {"dtype", dt}})[0];
-  t.impl()->wrapped_number = true;
-  return t;
+  return wrapped_fill(value.to_double(), value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype());
 }
 
 Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }

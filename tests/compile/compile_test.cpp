@@ -454,6 +454,23 @@ TEST_F(Compile, WritesToRealTensorsAreGraphNodes) {
   }
 }
 
+// A C++ number is a graph input already in its operand's dtype: no
+// conversion node per number (an AdamW step has eight per parameter).
+TEST_F(Compile, NumbersEnterTheGraphInTheirOperandsDtype) {
+  manual_seed(74);
+  auto fn = [](const Tensor& x, double s) { return x * s + 1.0; };
+  const auto e = compiler::explain(fn, randn({5}), 0.5);
+  ASSERT_EQ(e.ops_per_graph.size(), 1u);
+  EXPECT_EQ(e.ops_per_graph[0], 2) << e.to_string();  // mul and add
+  for (DType dt : {kFloat32, kBFloat16}) {
+    auto f = compile(fn);
+    const Tensor x = randn({37}).to(dt);
+    for (double s : {0.1, -3.7})
+      expect_same(f(x, s).to(kFloat64), fn(x, s).to(kFloat64), std::string(dtype_name(dt)) + " s=" + std::to_string(s));
+    EXPECT_EQ(f.cache_entries(), 1) << dtype_name(dt);
+  }
+}
+
 TEST_F(Compile, ReadsOfWrittenMemoryBreakTheGraphFirst) {
   manual_seed(72);
   const Tensor p = randn({4, 5}), row = p.select(0, 1);  // row: another view of p's memory

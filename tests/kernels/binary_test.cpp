@@ -120,6 +120,32 @@ TEST(Binary, TypePromotionWithScalarsAndZeroDim) {
   EXPECT_EQ((ones({2}, kBool) + 1).dtype(), kInt64);
 }
 
+// A C++ number enters an op converted to the op's dtype the way _to_copy
+// converts (Tensor::to fills a new number tensor instead of dispatching a copy).
+TEST(Binary, NumbersConvertToTheOperandsDtypeAsACopyWould) {
+  for (double v : {0.1, -2.75, 1e-3, 3.0, 65504.0, 1e300}) {
+    const Tensor w = wrapped_scalar(v);
+    for (DType dt : {kFloat32, kFloat16, kBFloat16, kFloat64}) {
+      const Tensor n = w.to(dt), c = scalar_tensor(v, kFloat64).to(dt);
+      ASSERT_EQ(n.dtype(), dt);
+      EXPECT_EQ(n.dim(), 0);
+      EXPECT_EQ(n.to(kFloat64).item<double>(), c.to(kFloat64).item<double>()) << v << " to " << dt;
+    }
+  }
+  const Tensor i = wrapped_scalar(int64_t{-7});
+  EXPECT_EQ(i.to(kInt32).item<int64_t>(), -7);
+  EXPECT_EQ(i.to(kInt8).item<int64_t>(), -7);
+  EXPECT_EQ(i.to(kFloat32).item<double>(), -7.0);
+  EXPECT_EQ(wrapped_scalar(true).to(kFloat32).item<double>(), 1.0);
+  // In ops: the number's conversion rounds once, as before.
+  const Tensor bf = tensor<float>({1.0f, 3.0f}).to(kBFloat16);
+  expect_close((bf * 0.1).to(kFloat64), {0.10009765625, 0.30078125}, 0, 0, "bf16 * 0.1 uses bf16(0.1)");
+  Tensor acc = tensor<int32_t>({1, 2});
+  acc.add_(wrapped_scalar(int64_t{40}));
+  expect_close(acc.to(kFloat64), {41, 42}, 0, 0, "int add_ of an int number");
+  expect_close((tensor<int32_t>({1, 2}) * 2.5).to(kFloat64), {2.5, 5}, 0, 0, "int * float number");
+}
+
 TEST(Binary, ComparisonsAndLogicalOps) {
   manual_seed(3);
   Tensor a = randint(0, 4, {6, 7}, kInt32);
