@@ -148,8 +148,9 @@ struct Shapes {
   double scale;
   int64_t Bkv;  // B, or 1 when k and v broadcast over the batch (a shared or paged cache)
   // Contiguous unless a caller sets them (forward / backward only; flash
-  // decoding and the paged kernels read contiguous tensors).
-  RowStrides q_st, k_st, v_st, o_st, do_st;  // o / do: the backward's out and grad_out
+  // decoding and the paged kernels read contiguous tensors; both write
+  // out through o_st).
+  RowStrides q_st, k_st, v_st, o_st, do_st;  // o / do: out and the backward's grad_out
   RowStrides dq_st, dk_st, dv_st;             // where the backward writes (dk / dv: per q batch)
   int64_t kv_batch(int64_t b) const { return Bkv == 1 ? 0 : b; }
 };
@@ -328,13 +329,13 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         gemm<T>(rows, s.Ev, cols, T(1), sc.data(), ld, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
       }
       // out = acc / l; a fully masked row gets output 0 and lse -inf, as in PyTorch.
-      T* O = out + ((b * s.Hq + h) * s.L + i0) * s.Ev;
+      T* O = s.o_st.row(out, b, h, i0);
       for (int64_t r = 0; r < rows; ++r) {
         lse[(b * s.Hq + h) * s.L + i0 + r] = l[r] > 0 ? mx[r] + std::log(l[r]) : kNegInf;
         corr[r] = l[r] > 0 ? T(1) / l[r] : T(0);
+        std::copy(acc.begin() + r * s.Ev, acc.begin() + (r + 1) * s.Ev, O + r * s.o_st.l);
       }
-      std::copy(acc.begin(), acc.begin() + rows * s.Ev, O);
-      scale_rows<T>(O, rows, s.Ev, s.Ev, corr.data());
+      scale_rows<T>(O, rows, s.Ev, s.o_st.l, corr.data());
     }
   });
 }
@@ -432,7 +433,7 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
       float M = kNegInf;
       for (int64_t p = 0; p < P; ++p) M = std::max(M, pm[(bh * P + p) * rows + r]);
       const int64_t h = hk * s.group + r / s.L, i = r % s.L;
-      float* O = out + ((b * s.Hq + h) * s.L + i) * s.Ev;
+      float* O = s.o_st.row(out, b, h, i);
       float total = 0;
       std::fill(O, O + s.Ev, 0.0f);
       if (M != kNegInf)
@@ -567,14 +568,30 @@ Tensor as_compute(const Tensor& t) {
   return t.to(dtype_of<T>::value).contiguous();
 }
 
+// Note [flex_attention's output layout]
+// As in PyTorch, the output follows q's layout: for q a (B, H, L, E) view
+// of (B, L, H, E) memory (the heads of a fused QKV projection) the op's
+// output is (B, L, H, Ev), handed out as its (B, H, L, Ev) transpose, so
+// that `out.transpose(1, 2).reshape({B, L, H * Ev})` is a view, not a copy.
+// The backward formula reads out and its gradient through the same
+// transpose. With L == 1 or H == 1 both layouts are the same memory.
+inline bool rows_hold_heads(const Tensor& q) { return q.stride(2) > q.stride(1); }
+
+// An empty (B, H, L, Ev) output in q's layout; sets s.o_st to match.
+inline Tensor empty_output(const Tensor& q, Shapes& s, DType dt) {
+  const Tensor out = rows_hold_heads(q) ? empty({s.B, s.L, s.Hq, s.Ev}, dt).transpose(1, 2) : empty({s.B, s.Hq, s.L, s.Ev}, dt);
+  s.o_st = row_strides(out);
+  return out;
+}
+
 // Decoding over a bfloat16 K/V cache, without gradients: the cache is read
 // as stored instead of converted to float32 first (half the bytes).
 template <class ScoreMod, class MaskMod>
-FlexOutput decode_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Shapes& s, const BlockMask<MaskMod>& m,
+FlexOutput decode_bf16(const Tensor& q, const Tensor& k, const Tensor& v, Shapes s, const BlockMask<MaskMod>& m,
                        const ScoreMod& score_mod, const FlexOptions& opt) {
   NoGradGuard no_grad;
   const Tensor qc = as_compute<float>(q), kc = k.contiguous(), vc = v.contiguous();
-  Tensor out = empty({s.B, s.Hq, s.L, s.Ev}, kFloat32), lse = empty({s.B, s.Hq, s.L}, kFloat32);
+  Tensor out = empty_output(q, s, kFloat32), lse = empty({s.B, s.Hq, s.L}, kFloat32);
   forward_decode(qc.data_ptr<float>(), kc.data_ptr<BFloat16>(), vc.data_ptr<BFloat16>(), out.data_ptr<float>(),
                  lse.data_ptr<float>(), s, m, score_mod, decode_partitions(s, m, opt.kv_partitions));
   return {out.to(q.dtype()), opt.return_lse ? lse : Tensor{}};
@@ -608,15 +625,17 @@ constexpr bool kStatelessMods = std::is_empty_v<ScoreMod> && std::is_empty_v<Mas
 // last dim, as the heads of a fused QKV projection are), else a copy.
 inline Tensor rows_in_place(const Tensor& t) { return t.dim() == 4 && t.stride(3) == 1 ? t : t.contiguous(); }
 
-// inputs q, k, v, block mask; outputs out, lse.
+// inputs q, k, v, block mask; outputs out (Note [flex_attention's output layout]), lse.
 template <class T, class ScoreMod, class MaskMod>
 void op_forward_typed(const OpCall& c) {
   BlockMask<MaskMod> m{MaskMod{}};
   mask_from_op(c, 3, m);
   const FlexOptions opt = options_from_op(c.attrs);
+  const Tensor out_bhle = rows_hold_heads(c.inputs[0]) ? c.outputs[0].transpose(1, 2) : c.outputs[0];
   T* out = c.outputs[0].data_ptr<T>();
   T* lse = c.outputs[1].data_ptr<T>();
   Shapes s = check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt);  // sizes only
+  s.o_st = row_strides(out_bhle);
   if constexpr (std::is_same_v<T, float>) {
     // Only decoding needs contiguous operands; the tiled kernel reads rows
     // in place (below), so the copies are made only once decoding is chosen.
@@ -673,7 +692,7 @@ void op_backward(const OpCall& c) {
 template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
-  const Shapes s = check_inputs(q, k, v, m, opt);
+  Shapes s = check_inputs(q, k, v, m, opt);
   std::vector<Tensor> learned;
   if constexpr (HasLearnedTensors<ScoreMod>) learned = score_mod.learned();
   const bool learns = std::any_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); });
@@ -700,7 +719,7 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
     NoGradGuard no_grad;
     qc = as_compute<T>(q), kc = as_compute<T>(k), vc = as_compute<T>(v);
   }
-  Tensor out = empty({s.B, s.Hq, s.L, s.Ev}, dtype_of<T>::value);
+  Tensor out = empty_output(q, s, dtype_of<T>::value);
   // The backward pass needs lse at the compute precision; callers get float32.
   Tensor lse = empty({s.B, s.Hq, s.L}, dtype_of<T>::value);
   bool decoded = false;

@@ -34,10 +34,13 @@ void check_ranks(std::span<const Tensor> in, const char* op) {
         shape_text(in[0].sizes()), ", ", shape_text(in[1].sizes()), ", ", shape_text(in[2].sizes()));
 }
 
+// out in q's layout, Note [flex_attention's output layout]; lse (B, H, L).
 std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs&) {
   check_ranks(in, "flex_attention");
   const Tensor &q = in[0], &v = in[2];
-  return {{{q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype()}, {{q.size(0), q.size(1), q.size(2)}, q.dtype()}};
+  Shape out = {q.size(0), q.size(1), q.size(2), v.size(3)};
+  if (rows_hold_heads(q)) std::swap(out[1], out[2]);
+  return {{std::move(out), q.dtype()}, {{q.size(0), q.size(1), q.size(2)}, q.dtype()}};
 }
 // dq, dk, dv in (B, L, H, E) layout; the formula hands out their (B, H, L, E) transposes.
 std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs&) {
@@ -64,7 +67,9 @@ const struct Register {
     autograd::register_backward(
         "flex_attention",
         [](const autograd::BackwardContext& c) -> std::vector<Tensor> {
-          std::vector<Tensor> in = {c.inputs[0], c.inputs[1], c.inputs[2], c.outputs[0], c.outputs[1], c.grads[0]};
+          const bool t = rows_hold_heads(c.inputs[0]);
+          std::vector<Tensor> in = {c.inputs[0], c.inputs[1], c.inputs[2], t ? c.outputs[0].transpose(1, 2) : c.outputs[0],
+                                    c.outputs[1], t ? c.grads[0].transpose(1, 2) : c.grads[0]};
           in.insert(in.end(), c.inputs.begin() + 3, c.inputs.end());
           std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
           for (Tensor& t : g) t = t.transpose(1, 2);
@@ -109,7 +114,9 @@ std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor&
                        {"scale", opt.scale.value_or(0.0)},
                        {"enable_gqa", opt.enable_gqa},
                        {"kv_partitions", opt.kv_partitions}};
-  return dispatch(kFlex, in, attrs);
+  std::vector<Tensor> r = dispatch(kFlex, in, attrs);
+  if (rows_hold_heads(q)) r[0] = r[0].transpose(1, 2);
+  return r;
 }
 
 void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m) {
