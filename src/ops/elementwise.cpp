@@ -289,14 +289,14 @@ Tensor& exp_out(Tensor& out, const Tensor& x) {
 const Tensor& Tensor::add_(const Tensor& o, Scalar alpha) const {
   return binary_into(kAdd, *this, *this, o, false, alpha_attr(alpha));
 }
-const Tensor& Tensor::add_(Scalar o) const { return add_(wrapped_scalar(o)); }
+const Tensor& Tensor::add_(Scalar o) const { return add_(ops::number_beside(*this, o)); }
 const Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) const {
   return binary_into(kSub, *this, *this, o, false, alpha_attr(alpha));
 }
 const Tensor& Tensor::mul_(const Tensor& o) const { return binary_into(kMul, *this, *this, o, false); }
-const Tensor& Tensor::mul_(Scalar o) const { return mul_(wrapped_scalar(o)); }
+const Tensor& Tensor::mul_(Scalar o) const { return mul_(ops::number_beside(*this, o)); }
 const Tensor& Tensor::div_(const Tensor& o) const { return binary_into(kDiv, *this, *this, o, true); }
-const Tensor& Tensor::div_(Scalar o) const { return div_(wrapped_scalar(o)); }
+const Tensor& Tensor::div_(Scalar o) const { return div_(ops::number_beside(*this, o)); }
 const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
   return copy_(clamp(*this, min, max));
 }
@@ -325,14 +325,14 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, Scalar b) { return add(a, wrapped_scalar(b)); }
-Tensor operator-(const Tensor& a, Scalar b) { return sub(a, wrapped_scalar(b)); }
-Tensor operator*(const Tensor& a, Scalar b) { return mul(a, wrapped_scalar(b)); }
-Tensor operator/(const Tensor& a, Scalar b) { return div(a, wrapped_scalar(b)); }
-Tensor operator+(Scalar a, const Tensor& b) { return add(wrapped_scalar(a), b); }
-Tensor operator-(Scalar a, const Tensor& b) { return sub(wrapped_scalar(a), b); }
-Tensor operator*(Scalar a, const Tensor& b) { return mul(wrapped_scalar(a), b); }
-Tensor operator/(Scalar a, const Tensor& b) { return div(wrapped_scalar(a), b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, ops::number_beside(a, b)); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, ops::number_beside(a, b)); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, ops::number_beside(a, b)); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, ops::number_beside(a, b)); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(ops::number_beside(b, a), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(ops::number_beside(b, a), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(ops::number_beside(b, a), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(ops::number_beside(b, a), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }

@@ -119,6 +119,9 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) { return full({},
 Tensor wrapped_scalar(Scalar value) {
   return wrapped_fill(value.to_double(), value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype());
 }
+Tensor ops::number_beside(const Tensor& t, Scalar v) {
+  return is_floating(t.dtype()) ? wrapped_fill(v.to_double(), t.dtype()) : wrapped_scalar(v);
+}
 
 Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {

@@ -23,6 +23,11 @@ Shape reduced_shape(const Shape& sizes, const Shape& dims, bool keepdim);
 // PyTorch's can_cast: a float cannot go into an integer, nor a number into bool.
 bool can_cast(DType from, DType to);
 
+// A C++ number as an operand beside tensor t: for a floating t (which a
+// wrapped number never promotes) already in t's dtype, one fill instead of a
+// float64 number and its conversion; otherwise wrapped_scalar(v).
+Tensor number_beside(const Tensor& t, Scalar v);
+
 // Shape functions shared by many ops.
 std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&);
 std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&);      // dtype of input 0
