@@ -778,6 +778,14 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       for (const Line& l : row_lines)
         if (l.phase == pass) src << "    " << l.text << "\n";
     };
+    // One column loop per stretch between slice_backward range ends: in each,
+    // the range tests are constant and the compiler folds them, where over
+    // the whole row each slice cost a masked load per element (the GPT's QKV
+    // gradient loop ~2x the time of its memory traffic).
+    std::vector<int64_t> col_ends = {0};
+    for (int64_t c : col_breaks)
+      if (c > 0 && c < k->cols) col_ends.push_back(c);
+    col_ends.push_back(k->cols);
     for (int pass = 0; pass <= last_pass; ++pass) {
       emit_row_lines(pass);
       std::string accs;
@@ -787,16 +795,10 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
           accs += (accs.empty() ? "" : ", ") + std::string("acc") + std::to_string(a);
         }
       if (accs.empty() && pass != store_pass) continue;
-      // One column loop per stretch between slice_backward range ends: in
-      // each, the range tests are constant and the compiler folds them, where
-      // over the whole row each slice cost a masked load per element (the
-      // GPT's QKV gradient loop ~2x the time of its memory traffic).
-      std::set<int64_t> ends = col_breaks;
-      ends.insert(0), ends.insert(k->cols);
-      for (auto lo = ends.begin(), hi = std::next(lo); hi != ends.end(); ++lo, ++hi) {
-        if (*lo < 0 || *hi > k->cols) continue;
+      for (size_t seg = 0; seg + 1 < col_ends.size(); ++seg) {
+        const int64_t hi = col_ends[seg + 1];
         src << "#pragma omp simd" << (accs.empty() ? "" : " reduction(+ : " + accs + ")") << "\n    for (int64_t c = "
-            << (*lo == 0 ? "0" : std::to_string(*lo)) << "; c < " << (*hi == k->cols ? "n" : std::to_string(*hi))
+            << col_ends[seg] << "; c < " << (hi == k->cols ? "n" : std::to_string(hi))
             << "; ++c) {\n      const int64_t j = r * n + c;\n      (void)j;\n";
         for (size_t l = 0; l < elem_lines.size(); ++l) {
           const bool sum_line =
