@@ -38,8 +38,8 @@ Tensor wrapped_fill(double value, DType dt) {
 // A C++ number (wrapped_scalar) converted for an op's computation: filled
 // again in dtype dt, the value cast as _to_copy casts it. Converting it with
 // _to_copy cost a dispatched kernel per number in eager mode and a node plus
-// a graph input per number under compile (eight per parameter in an AdamW
-// step).
+// a graph input per number under compile. The value is read directly, not
+// through item(), whose concrete-value hook would end a traced graph.
 Tensor wrapped_number_as(const Tensor& x, DType dt) {
   const double v = visit_dtype(x.dtype(), [&](auto tag) {
     using S = decltype(tag);
