@@ -260,6 +260,21 @@ void transpose_block(const T* src, int64_t rows, int64_t cols, int64_t ld, T* ds
     for (int64_t c = 0; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld + c];
 }
 
+// Calls f(a, e, written) for the runs [a, e) of [lo, hi) whose kFlexTile
+// tiles share one `written` flag (flags: one per tile), then flags them all:
+// the kernels' products overwrite what no earlier product wrote.
+template <class F>
+void for_written_runs(char* flags, int64_t lo, int64_t hi, F f) {
+  for (int64_t a = lo; a < hi;) {
+    const char written = flags[a / kFlexTile];
+    int64_t e = std::min(hi, (a / kFlexTile + 1) * kFlexTile);
+    while (e < hi && flags[e / kFlexTile] == written) e = std::min(hi, e + kFlexTile);
+    f(a, e, written != 0);
+    a = e;
+  }
+  for (int64_t t = lo / kFlexTile; t * kFlexTile < hi; ++t) flags[t] = 1;
+}
+
 // Out (B, Hq, L, Ev) and lse (B, Hq, L); q, k, v rows read in place. One
 // task per (b, h, query block), KV blocks in the inner loop; per-row
 // online-softmax state (max, sum, acc).
@@ -307,26 +322,35 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         const bool partial = n < bl.n_partial;
         const int64_t kb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0, slot = keep ? kb : 0;
-        const int64_t ld = by_dots ? cols : bs;  // row stride of the block's scores
-        // S = Q K^T for the whole block, the mods and the online-softmax
-        // step per row, then acc = corr * acc + P V.
-        if constexpr (std::is_same_v<T, float>)
-          if (by_dots) attention_simd::dots_rows(Q, rows, K + k0 * s.E, cols, s.E, static_cast<float>(s.scale), sc.data());
-        if (!by_dots) {
-          T* ktb = kt.get() + slot * bs * s.E;
-          if (!keep || kt_head[slot] != head) {
-            transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, ktb, bs);
-            kt_head[slot] = head;
-          }
-          gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, ktb, bs, sc.data(), bs, false);
+        T* ktb = kt.get() + slot * bs * s.E;
+        if (!by_dots && (!keep || kt_head[slot] != head)) {
+          transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, ktb, bs);
+          kt_head[slot] = head;
         }
+        // Per group of rows (Note [Tiles of a partial block]): S = Q K^T on
+        // the group's keys [lo, hi), the mods and the online-softmax step
+        // per row, then acc = corr * acc + P V.
         const uint64_t* bits = partial ? m.partial_bits_block(b, h, qb, n) : nullptr;
-        for (int64_t r = 0; r < rows; ++r)
-          apply_mods(sc.data() + r * ld, cols, partial, b, h, i0 + r, k0, score_mod, m.mask_mod,
-                     bits ? bits + r * m.bit_words() : nullptr);
-        online_softmax<T>(sc.data(), rows, cols, ld, mx.data(), l.data(), corr.data());
-        scale_rows<T>(acc.data(), rows, s.Ev, s.Ev, corr.data());
-        gemm<T>(rows, s.Ev, cols, T(1), sc.data(), ld, 1, V + k0 * s.v_st.l, s.v_st.l, acc.data(), s.Ev, true);
+        const int64_t words = m.bit_words();
+        for (int64_t r0 = 0, gr; r0 < rows; r0 += gr) {
+          const RowGroup group = row_group(bits, words, r0, rows, cols);
+          const ColumnSpan span = group.span;
+          gr = group.rows;
+          if (span.empty()) continue;
+          const int64_t j0 = span.lo, w = span.width();
+          const int64_t ld = by_dots ? w : bs;  // row stride of the scores
+          T* sg = sc.data() + r0 * ld;
+          if constexpr (std::is_same_v<T, float>)
+            if (by_dots) attention_simd::dots_rows(Q, rows, K + (k0 + j0) * s.E, w, s.E, static_cast<float>(s.scale), sg);
+          if (!by_dots)
+            gemm<T>(gr, w, s.E, static_cast<T>(s.scale), Q + r0 * s.q_st.l, s.q_st.l, 1, ktb + j0, bs, sg, bs, false);
+          for (int64_t r = 0; r < gr; ++r)
+            apply_mods(sg + r * ld, w, partial, b, h, i0 + r0 + r, k0 + j0, score_mod, m.mask_mod,
+                       bits ? bits + (r0 + r) * words + j0 / 64 : nullptr);
+          online_softmax<T>(sg, gr, w, ld, mx.data() + r0, l.data() + r0, corr.data() + r0);
+          scale_rows<T>(acc.data() + r0 * s.Ev, gr, s.Ev, s.Ev, corr.data() + r0);
+          gemm<T>(gr, s.Ev, w, T(1), sg, ld, 1, V + (k0 + j0) * s.v_st.l, s.v_st.l, acc.data() + r0 * s.Ev, s.Ev, true);
+        }
       }
       // out = acc / l; a fully masked row gets output 0 and lse -inf, as in PyTorch.
       T* O = s.o_st.row(out, b, h, i0);
@@ -457,7 +481,7 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
 // elementwise pass that applies the mods, P = exp(S - lse) and
 // dS = P (dP - delta) score_mod'(S) scale. One task per (b, KV head), so the
 // query heads sharing a KV head (GQA) add into dk/dv without races. The
-// first product into a block of dq, dk or dv overwrites it and rows no
+// first product into a tile of dq, dk or dv overwrites it and rows no
 // block reaches are zeroed here, so callers need not zero-fill the outputs
 // (3 MiB per GPT layer and step).
 // `learned`, when given, holds one zeroed float64 buffer per tensor the
@@ -483,7 +507,10 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
     aligned_vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
         vt(static_cast<size_t>(s.Ev * bs)), p(static_cast<size_t>(bs * bs)), dp(static_cast<size_t>(bs * bs)),
         deriv(static_cast<size_t>(bs * bs));
-    std::vector<char> dq_written(static_cast<size_t>(s.group * nq));  // per (query head of the group, query block)
+    // Which kFlexTile-row tiles have been written: of dq per (query head of
+    // the group, query block), of dk and dv in the current KV block.
+    const int64_t row_tiles = (bs + kFlexTile - 1) / kFlexTile;
+    std::vector<char> dq_written(static_cast<size_t>(s.group * nq * row_tiles)), kv_written(static_cast<size_t>(row_tiles));
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t b = task / s.Hkv, hk = task % s.Hkv;
       std::fill(dq_written.begin(), dq_written.end(), 0);
@@ -502,7 +529,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
         const int64_t k0 = kb * bs, cols = std::min(s.S, k0 + bs) - k0;
         transpose_block(K + k0 * s.k_st.l, cols, s.E, s.k_st.l, kt.data(), bs);
         transpose_block(V + k0 * s.v_st.l, cols, s.Ev, s.v_st.l, vt.data(), bs);
-        bool kv_written = false;
+        std::fill(kv_written.begin(), kv_written.end(), 0);
         for (int64_t g = 0; g < s.group; ++g) {
           const int64_t h = hk * s.group + g, off = (b * s.Hq + h) * s.L;
           const BlockList bl = block_list(m.q_num_blocks, m.q_indices, m.full_q_num_blocks, m.full_q_indices, m.B, m.H,
@@ -511,71 +538,94 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
             const bool partial = n < bl.n_partial;
             const int64_t qb = partial ? bl.partial[n] : bl.full[n - bl.n_partial];
             const int64_t i0 = qb * bs, rows = std::min(s.L, i0 + bs) - i0;
-            const T* Q = s.q_st.row(q, b, h, i0);
-            const T* dO = s.do_st.row(dout, b, h, i0);
-            gemm<T>(rows, cols, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, kt.data(), bs, p.data(), bs, false);
-            gemm<T>(rows, cols, s.Ev, T(1), dO, s.do_st.l, 1, vt.data(), bs, dp.data(), bs, false);
-            // The mods (and d score_mod / d score through the dual number),
-            // then P and dS in one pass over the block.
-            constexpr bool kPlain = std::is_same_v<ScoreMod, NoScoreMod>;
             const uint64_t* bits = partial ? m.partial_bits_of(b, h, qb, kb) : nullptr;
-            for (int64_t r = 0; r < rows; ++r) {
-              const int64_t i = i0 + r;
-              T* pr = p.data() + r * bs;
-              if constexpr (!kPlain)
-                for (int64_t j = 0; j < cols; ++j) {
-                  const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j);
-                  pr[j] = sd.v, deriv[r * bs + j] = sd.d;
-                }
-              apply_mods(pr, cols, partial, b, h, i, k0, NoScoreMod{}, m.mask_mod,
-                         bits ? bits + r * m.bit_words() : nullptr);
-              // P is 0 where masked; a 0 derivative there keeps a score_mod's
-              // inf or NaN derivative out of dS.
-              if constexpr (!kPlain)
-                if (partial)
-                  for (int64_t j = 0; j < cols; ++j)
-                    if (pr[j] == kNegInf) deriv[r * bs + j] = 0;
+            const int64_t words = m.bit_words();
+            // Per group of rows, on the group's keys [lo, hi) (Note [Tiles of
+            // a partial block]); p, dp and deriv hold them from column 0.
+            for (int64_t r0 = 0, gr; r0 < rows; r0 += gr) {
+              const RowGroup group = row_group(bits, words, r0, rows, cols);
+              const ColumnSpan span = group.span;
+              gr = group.rows;
+              if (span.empty()) continue;
+              const int64_t j0 = span.lo, w = span.width();
+              const T* Q = s.q_st.row(q, b, h, i0 + r0);
+              const T* dO = s.do_st.row(dout, b, h, i0 + r0);
+              T* pg = p.data() + r0 * bs;
+              T* dpg = dp.data() + r0 * bs;
+              gemm<T>(gr, w, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, kt.data() + j0, bs, pg, bs, false);
+              gemm<T>(gr, w, s.Ev, T(1), dO, s.do_st.l, 1, vt.data() + j0, bs, dpg, bs, false);
+              // The mods (and d score_mod / d score through the dual number),
+              // then P and dS in one pass over the group.
+              constexpr bool kPlain = std::is_same_v<ScoreMod, NoScoreMod>;
+              for (int64_t r = 0; r < gr; ++r) {
+                const int64_t i = i0 + r0 + r;
+                T* pr = pg + r * bs;
+                T* dr = deriv.data() + (r0 + r) * bs;
+                if constexpr (!kPlain)
+                  for (int64_t j = 0; j < w; ++j) {
+                    const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j0 + j);
+                    pr[j] = sd.v, dr[j] = sd.d;
+                  }
+                apply_mods(pr, w, partial, b, h, i, k0 + j0, NoScoreMod{}, m.mask_mod,
+                           bits ? bits + (r0 + r) * words + j0 / 64 : nullptr);
+                // P is 0 where masked; a 0 derivative there keeps a score_mod's
+                // inf or NaN derivative out of dS.
+                if constexpr (!kPlain)
+                  if (partial)
+                    for (int64_t j = 0; j < w; ++j)
+                      if (pr[j] == kNegInf) dr[j] = 0;
+              }
+              const T* lse_rows = lse + off + i0 + r0;
+              const T* delta_rows = delta.data() + g * s.L + i0 + r0;
+              const T* d_mod = kPlain ? nullptr : deriv.data() + r0 * bs;
+              bool learned_grads = false;
+              if constexpr (HasLearnedTensors<ScoreMod>) learned_grads = learned != nullptr;
+              if (!learned_grads) {
+                softmax_grad<T>(pg, dpg, d_mod, gr, w, bs, lse_rows, delta_rows, static_cast<T>(s.scale));
+              } else if constexpr (HasLearnedTensors<ScoreMod>) {
+                // dp = dLoss / d(score_mod's output) first: the learned
+                // tensors' gradients need it before the chain rule to the score.
+                softmax_grad<T>(pg, dpg, nullptr, gr, w, bs, lse_rows, delta_rows, T(1));
+                for (int64_t r = 0; r < gr; ++r)
+                  for (int64_t j = 0; j < w; ++j) {
+                    T& g_ = dpg[r * bs + j];
+                    if (g_ != T(0))
+                      score_mod.backward_learned(static_cast<double>(g_), b, h, i0 + r0 + r, k0 + j0 + j,
+                                                 local_ptrs.data());
+                    g_ *= d_mod[r * bs + j] * static_cast<T>(s.scale);
+                  }
+              }
+              // dV, dK rows [lo, hi) of the block and dQ rows of the group:
+              // the first product into a tile overwrites it.
+              for_written_runs(kv_written.data(), j0, span.hi, [&](int64_t a, int64_t e, bool written) {
+                gemm<T>(e - a, s.Ev, gr, T(1), pg + (a - j0), 1, bs, dO, s.do_st.l, dV + (k0 + a) * s.dv_st.l,
+                        s.dv_st.l, written);
+                gemm<T>(e - a, s.E, gr, T(1), dpg + (a - j0), 1, bs, Q, s.q_st.l, dK + (k0 + a) * s.dk_st.l,
+                        s.dk_st.l, written);
+              });
+              char* q_done = dq_written.data() + (g * nq + qb) * row_tiles;
+              for_written_runs(q_done, r0, r0 + gr, [&](int64_t a, int64_t e, bool written) {
+                gemm<T>(e - a, s.E, w, T(1), dpg + (a - r0) * bs, bs, 1, K + (k0 + j0) * s.k_st.l, s.k_st.l,
+                        s.dq_st.row(dq, b, h, i0 + a), s.dq_st.l, written);
+              });
             }
-            const T* lse_rows = lse + off + i0;
-            const T* delta_rows = delta.data() + g * s.L + i0;
-            const T* d_mod = kPlain ? nullptr : deriv.data();
-            bool learned_grads = false;
-            if constexpr (HasLearnedTensors<ScoreMod>) learned_grads = learned != nullptr;
-            if (!learned_grads) {
-              softmax_grad<T>(p.data(), dp.data(), d_mod, rows, cols, bs, lse_rows, delta_rows,
-                              static_cast<T>(s.scale));
-            } else if constexpr (HasLearnedTensors<ScoreMod>) {
-              // dp = dLoss / d(score_mod's output) first: the learned
-              // tensors' gradients need it before the chain rule to the score.
-              softmax_grad<T>(p.data(), dp.data(), nullptr, rows, cols, bs, lse_rows, delta_rows, T(1));
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t j = 0; j < cols; ++j) {
-                  T& g_ = dp[r * bs + j];
-                  if (g_ != T(0))
-                    score_mod.backward_learned(static_cast<double>(g_), b, h, i0 + r, k0 + j, local_ptrs.data());
-                  g_ *= deriv[r * bs + j] * static_cast<T>(s.scale);
-                }
-            }
-            gemm<T>(cols, s.Ev, rows, T(1), p.data(), 1, bs, dO, s.do_st.l, dV + k0 * s.dv_st.l, s.dv_st.l, kv_written);
-            gemm<T>(cols, s.E, rows, T(1), dp.data(), 1, bs, Q, s.q_st.l, dK + k0 * s.dk_st.l, s.dk_st.l, kv_written);
-            kv_written = true;
-            char& q_done = dq_written[static_cast<size_t>(g * nq + qb)];
-            gemm<T>(rows, s.E, cols, T(1), dp.data(), bs, 1, K + k0 * s.k_st.l, s.k_st.l, s.dq_st.row(dq, b, h, i0),
-                    s.dq_st.l, q_done != 0);
-            q_done = 1;
           }
         }
-        if (!kv_written) {
-          zero_rows(dK + k0 * s.dk_st.l, cols, s.E, s.dk_st.l);
-          zero_rows(dV + k0 * s.dv_st.l, cols, s.Ev, s.dv_st.l);
-        }
+        for (int64_t t = 0; t * kFlexTile < cols; ++t)
+          if (!kv_written[static_cast<size_t>(t)]) {
+            const int64_t a = t * kFlexTile, n = std::min(kFlexTile, cols - a);
+            zero_rows(dK + (k0 + a) * s.dk_st.l, n, s.E, s.dk_st.l);
+            zero_rows(dV + (k0 + a) * s.dv_st.l, n, s.Ev, s.dv_st.l);
+          }
       }
       for (int64_t g = 0; g < s.group; ++g)
         for (int64_t qb = 0; qb < nq; ++qb)
-          if (!dq_written[static_cast<size_t>(g * nq + qb)]) {
-            const int64_t i0 = qb * bs;
-            zero_rows(s.dq_st.row(dq, b, hk * s.group + g, i0), std::min(s.L, i0 + bs) - i0, s.E, s.dq_st.l);
-          }
+          for (int64_t t = 0; t < row_tiles; ++t)
+            if (!dq_written[static_cast<size_t>((g * nq + qb) * row_tiles + t)]) {
+              const int64_t i = qb * bs + t * kFlexTile;
+              if (i < s.L)
+                zero_rows(s.dq_st.row(dq, b, hk * s.group + g, i), std::min(kFlexTile, s.L - i), s.E, s.dq_st.l);
+            }
     }
     if (learned) {
       std::lock_guard<std::mutex> lock(merge);

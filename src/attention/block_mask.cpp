@@ -1,5 +1,6 @@
 // The non-template parts of FlexAttention: BlockMask's transposed lists,
 // picture and sparsity, and the input checks of flex_attention.
+#include <bit>
 #include <cmath>
 #include <sstream>
 
@@ -50,6 +51,56 @@ const uint64_t* BlockMaskData::partial_bits_of(int64_t b, int64_t h, int64_t qb,
   for (int64_t n = 0; n < kv_num_blocks.data_ptr<int32_t>()[row]; ++n)
     if (list[n] == kb) return partial_bits_block(b, h, qb, n);
   return nullptr;
+}
+
+ColumnSpan kept_columns(const uint64_t* bits, int64_t words, int64_t rows, int64_t cols) {
+  if (!bits) return {0, cols};
+  int64_t lo = cols, hi = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t w = 0; w < words; ++w)
+      if (const uint64_t x = bits[r * words + w]) {
+        lo = std::min<int64_t>(lo, w * 64 + std::countr_zero(x));
+        hi = std::max<int64_t>(hi, w * 64 + 64 - std::countl_zero(x));
+      }
+  if (hi <= lo) return {};
+  return {lo / 64 * 64, std::min(cols, (hi + kFlexTile - 1) / kFlexTile * kFlexTile)};
+}
+
+RowGroup row_group(const uint64_t* bits, int64_t words, int64_t r0, int64_t rows, int64_t cols) {
+  if (!bits) return {rows - r0, {0, cols}};
+  int64_t n = std::min(kFlexTile, rows - r0);
+  const ColumnSpan span = kept_columns(bits + r0 * words, words, n, cols);
+  while (r0 + n < rows) {
+    const int64_t more = std::min(kFlexTile, rows - r0 - n);
+    const ColumnSpan next = kept_columns(bits + (r0 + n) * words, words, more, cols);
+    if (next.lo != span.lo || next.hi != span.hi) break;
+    n += more;
+  }
+  return {n, span};
+}
+
+double BlockMaskData::computed_scores(int64_t b, int64_t h) const {
+  const int64_t nq = num_q_blocks(), words = bit_words();
+  const int64_t row0 = list_row(*this, b, h, 0);
+  const int32_t *pn = kv_num_blocks.data_ptr<int32_t>(), *fn = full_kv_num_blocks.data_ptr<int32_t>();
+  const int32_t *pi = kv_indices.data_ptr<int32_t>(), *fi = full_kv_indices.data_ptr<int32_t>();
+  const int64_t width = kv_indices.size(3);
+  double scores = 0;
+  for (int64_t qb = 0; qb < nq; ++qb) {
+    const int64_t row = row0 + qb, rows = std::min(q_len, (qb + 1) * block_size) - qb * block_size;
+    auto cols_of = [&](int64_t kb) { return std::min(kv_len, (kb + 1) * block_size) - kb * block_size; };
+    for (int32_t c = 0; c < fn[row]; ++c) scores += static_cast<double>(rows * cols_of(fi[row * width + c]));
+    for (int32_t c = 0; c < pn[row]; ++c) {
+      const uint64_t* bits = partial_bits_block(b, h, qb, c);
+      const int64_t cols = cols_of(pi[row * width + c]);
+      for (int64_t r0 = 0; r0 < rows;) {
+        const RowGroup g = row_group(bits, words, r0, rows, cols);
+        scores += static_cast<double>(g.rows * std::max<int64_t>(0, g.span.width()));
+        r0 += g.rows;
+      }
+    }
+  }
+  return scores;
 }
 
 double BlockMaskData::sparsity() const {

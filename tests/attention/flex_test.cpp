@@ -390,10 +390,13 @@ TEST(FlexAttention, MaskBitsAndMaskModAgree) {
       const Inputs in = make_qkv(B, Hq, Hkv, L, S, E, E, dt);
       const FlexOutput a = flex_attention(in.q, in.k, in.v, NoScoreMod{}, bm, gqa),
                        b = flex_attention(in.q, in.k, in.v, NoScoreMod{}, without, gqa);
-      expect_close(a.out, values(b.out), 0, 0, what + " out");
+      // With bits the kernels skip the tiles no row keeps (Note [Tiles of a
+      // partial block]): the same sums, grouped differently.
+      const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+      expect_close(a.out, values(b.out), tol, tol, what + " out");
       const Tensor go = randn(a.out.sizes(), kFloat64).to(dt);
       auto ga = autograd::grad({a.out}, {in.q, in.k, in.v}, {go}), gb = autograd::grad({b.out}, {in.q, in.k, in.v}, {go});
-      for (int i = 0; i < 3; ++i) expect_close(ga[i], values(gb[i]), 0, 0, what + " grad " + std::to_string(i));
+      for (int i = 0; i < 3; ++i) expect_close(ga[i], values(gb[i]), tol, tol, what + " grad " + std::to_string(i));
     }
     check_against_dense(what + " vs dense", make_qkv(B, Hq, Hkv, L, S, E, E, kFloat32), NoScoreMod{}, bm, {}, 0, gqa);
   };
