@@ -369,6 +369,37 @@ TEST(FlexAttention, BlockMaskListsMatchADenseEvaluation) {
   EXPECT_NEAR(causal.sparsity(), 37.5, 1e-9);
 }
 
+// Inside a partial block the kernels compute, per group of 32 rows, the
+// keys from the group's first kept one (down to a 64-key word) to its last
+// (up to a 32-key tile); computed_scores counts those, which benchmarks use.
+TEST(FlexAttention, ComputedScoresCountTheKeptTilesOfPartialBlocks) {
+  // Causal, one block of 128: row groups keep 32, 64, 96, 128 keys.
+  EXPECT_EQ(create_block_mask(CausalMask{}, 1, 1, 128, 128).computed_scores(), 32.0 * (32 + 64 + 96 + 128));
+  // Two blocks: the full block below the diagonal counts whole.
+  EXPECT_EQ(create_block_mask(CausalMask{}, 1, 1, 256, 256).computed_scores(), 2 * 10240.0 + 128 * 128);
+  // A window's lower edge: in block (1, 0) row r keeps keys >= r + 1, so
+  // groups 0-1 start at word 0 (joined, all 128 keys), groups 2-3 at key 64.
+  const auto window = create_block_mask(SlidingWindowMask{127}, 1, 1, 256, 256);
+  EXPECT_EQ(window.computed_scores(), 2 * 10240.0 + 64 * 128 + 64 * 64);
+  // Without bits (lists built another way) partial blocks count whole; a
+  // block length no multiple of 32 ends the last tile at the sequence end;
+  // rows that keep nothing in a block count nothing.
+  auto no_bits = window;
+  no_bits.partial_bits = Tensor();
+  EXPECT_EQ(no_bits.computed_scores(), 3 * 128.0 * 128);
+  EXPECT_EQ(create_block_mask(CausalMask{}, 1, 1, 40, 40).computed_scores(), 32.0 * 32 + 8 * 40);
+  const auto late = create_block_mask([](int64_t, int64_t, int64_t q, int64_t kv) { return q >= 100 && kv < 10; }, 1, 1,
+                                      128, 128);
+  EXPECT_EQ(late.computed_scores(), 32.0 * 32);  // rows 96-127, keys 0-31
+  // Per (b, h) of a mask that does not broadcast.
+  Tensor lens = tensor(std::vector<int64_t>{0, 64});
+  const auto per_batch = create_block_mask(
+      [lens](int64_t b, int64_t, int64_t q, int64_t kv) { return kv <= q && q >= lens.data_ptr<int64_t>()[b]; }, 2, 1,
+      128, 128);
+  EXPECT_EQ(per_batch.computed_scores(0, 0), 10240.0);
+  EXPECT_EQ(per_batch.computed_scores(1, 0), 32.0 * (96 + 128));
+}
+
 // The kernels mask partial blocks with create_block_mask's bits, or call
 // mask_mod when a block mask has none (lists built another way): both give
 // the same results, forward and backward, through the dispatcher op
