@@ -86,6 +86,30 @@ TEST(Matmul, BatchedTransposedAndLinearFold) {
   expect_close(y, r, 1e-5, 1e-5, "linear");
 }
 
+// A long inner dimension against C's sides is split along K across the
+// threads (weight gradients): every BLAS layout, an uneven thread count, a
+// bias (the product accumulates into C) and the batch-folded linear.
+TEST(Matmul, LongInnerDimensionsSplitAcrossThreads) {
+  manual_seed(10);
+  const int threads = get_num_threads();
+  for (int n : {2, 3}) {
+    set_num_threads(n);
+    for (DType dt : {kFloat32, kFloat64})
+      for (int ma = 0; ma < 3; ++ma)
+        for (int mb = 0; mb < 2; ++mb) {
+          Tensor a = layout2d(17, 1001, ma, dt), b = layout2d(1001, 23, mb, dt);
+          const double tol = dt == kFloat64 ? 1e-12 : 1e-4;
+          expect_close(matmul(a, b), ref_matmul(a, b, {17, 23}), tol, tol, "K split " + std::to_string(n));
+        }
+    Tensor x = randn({2, 9, 1100}), w = randn({15, 1100}), bias = randn({15});
+    auto r = ref_matmul(x, w.t(), {2, 9, 15});
+    const auto bv = values(bias);
+    for (size_t i = 0; i < r.size(); ++i) r[i] += bv[i % 15];
+    expect_close(linear(x, w, bias), r, 1e-4, 1e-4, "linear with K split");
+  }
+  set_num_threads(threads);
+}
+
 TEST(Matmul, IntegersAndOutForm) {
   Tensor a = tensor<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = tensor<int64_t>({1, 0, 0, 1, 1, 1}, {3, 2});

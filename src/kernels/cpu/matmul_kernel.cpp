@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kiln/aligned_buffer.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
@@ -67,11 +68,48 @@ void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t 
 // sched_yield for a while after each call, every elementwise op after a
 // GEMM shared the cores with them (a sixth of a training step's samples).
 // Small products run on the calling thread.
+// A product whose inner dimension is long against C's sides (the weight
+// gradients of a layer: 128 x 512 over 2048 tokens) is split along K
+// instead: each thread reads half of both operands rather than all of one,
+// and the other threads' partial products are added into C (OpenBLAS alone,
+// two threads, 128 x 512 x 2048 TN: 0.89-0.92 -> 0.85-0.88 ms; 128 x 128 x
+// 2048: 0.29 -> 0.27 ms).
+template <typename T>
+void k_split_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b,
+                  T* c, int64_t ldc, bool accumulate, int64_t parts) {
+  parts = std::min(parts, K);
+  const int64_t kc = (K + parts - 1) / parts;
+  const auto partial = uninitialized_aligned<T>(static_cast<size_t>((parts - 1) * M * N));
+  parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t k0 = std::min(K, p * kc), kn = std::min(K, k0 + kc) - k0;
+      T* out = p == 0 ? c : partial.get() + (p - 1) * M * N;
+      if (kn == 0) {  // the last shares of a K not much larger than parts
+        std::fill(out, out + M * N, T(0));
+        continue;
+      }
+      // (i, k) of A and (k, n) of B from k0 on.
+      const T* ak = a + k0 * (va.trans == CblasNoTrans ? 1 : va.ld);
+      const T* bk = b + k0 * (vb.trans == CblasNoTrans ? vb.ld : 1);
+      gemm(va, vb, M, N, kn, ak, bk, out, p == 0 ? ldc : N, p == 0 && accumulate);
+    }
+  });
+  parallel_for(0, M, std::max<int64_t>(1, 32768 / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      for (int64_t p = 1; p < parts; ++p) {
+        const T* src = partial.get() + (p - 1) * M * N + i * N;
+        T* dst = c + i * ldc;
+        for (int64_t j = 0; j < N; ++j) dst[j] += src[j];
+      }
+  });
+}
+
 template <typename T>
 void parallel_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b,
                    T* c, int64_t ldc, bool accumulate) {
   const int64_t parts = get_num_threads();
   if (parts == 1 || M * N * K < (int64_t{1} << 18)) return gemm(va, vb, M, N, K, a, b, c, ldc, accumulate);
+  if (K >= 4 * std::max(M, N)) return k_split_gemm(va, vb, M, N, K, a, b, c, ldc, accumulate, parts);
   const bool by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
   const int64_t chunk = ((extent + parts - 1) / parts + 15) / 16 * 16;  // whole register tiles
