@@ -83,6 +83,16 @@ struct RowGroup {
   ColumnSpan span;
 };
 RowGroup row_group(const uint64_t* bits, int64_t words, int64_t r0, int64_t rows, int64_t cols);
+// Calls f(r0, n, j0, width) for each group of rows [r0, r0 + n) of a block
+// that keeps keys [j0, j0 + width).
+template <class F>
+void for_row_groups(const uint64_t* bits, int64_t words, int64_t rows, int64_t cols, F f) {
+  for (int64_t r0 = 0; r0 < rows;) {
+    const RowGroup g = row_group(bits, words, r0, rows, cols);
+    if (!g.span.empty()) f(r0, g.rows, g.span.lo, g.span.width());
+    r0 += g.rows;
+  }
+}
 
 template <class MaskMod>
 struct BlockMask : BlockMaskData {

@@ -332,12 +332,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         // per row, then acc = corr * acc + P V.
         const uint64_t* bits = partial ? m.partial_bits_block(b, h, qb, n) : nullptr;
         const int64_t words = m.bit_words();
-        for (int64_t r0 = 0, gr; r0 < rows; r0 += gr) {
-          const RowGroup group = row_group(bits, words, r0, rows, cols);
-          const ColumnSpan span = group.span;
-          gr = group.rows;
-          if (span.empty()) continue;
-          const int64_t j0 = span.lo, w = span.width();
+        for_row_groups(bits, words, rows, cols, [&](int64_t r0, int64_t gr, int64_t j0, int64_t w) {
           const int64_t ld = by_dots ? w : bs;  // row stride of the scores
           T* sg = sc.data() + r0 * ld;
           if constexpr (std::is_same_v<T, float>)
@@ -350,7 +345,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
           online_softmax<T>(sg, gr, w, ld, mx.data() + r0, l.data() + r0, corr.data() + r0);
           scale_rows<T>(acc.data() + r0 * s.Ev, gr, s.Ev, s.Ev, corr.data() + r0);
           gemm<T>(gr, s.Ev, w, T(1), sg, ld, 1, V + (k0 + j0) * s.v_st.l, s.v_st.l, acc.data() + r0 * s.Ev, s.Ev, true);
-        }
+        });
       }
       // out = acc / l; a fully masked row gets output 0 and lse -inf, as in PyTorch.
       T* O = s.o_st.row(out, b, h, i0);
@@ -549,12 +544,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
             const int64_t words = m.bit_words();
             // Per group of rows, on the group's keys [lo, hi) (Note [Tiles of
             // a partial block]); p, dp and deriv hold them from column 0.
-            for (int64_t r0 = 0, gr; r0 < rows; r0 += gr) {
-              const RowGroup group = row_group(bits, words, r0, rows, cols);
-              const ColumnSpan span = group.span;
-              gr = group.rows;
-              if (span.empty()) continue;
-              const int64_t j0 = span.lo, w = span.width();
+            for_row_groups(bits, words, rows, cols, [&](int64_t r0, int64_t gr, int64_t j0, int64_t w) {
               const T* Q = s.q_st.row(q, b, h, i0 + r0);
               const T* dO = s.do_st.row(dout, b, h, i0 + r0);
               T* pg = p.data() + r0 * bs;
@@ -604,7 +594,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
               }
               // dV, dK rows [lo, hi) of the block and dQ rows of the group:
               // the first product into a tile overwrites it.
-              for_written_runs(kv_written.data(), j0, span.hi, [&](int64_t a, int64_t e, bool written) {
+              for_written_runs(kv_written.data(), j0, j0 + w, [&](int64_t a, int64_t e, bool written) {
                 gemm<T>(e - a, s.Ev, gr, T(1), pg + (a - j0), 1, bs, dO, s.do_st.l, dV + (k0 + a) * s.dv_st.l,
                         s.dv_st.l, written);
                 gemm<T>(e - a, s.E, gr, T(1), dpg + (a - j0), 1, bs, Q, s.q_st.l, dK + (k0 + a) * s.dk_st.l,
@@ -615,7 +605,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
                 gemm<T>(e - a, s.E, w, T(1), dpg + (a - r0) * bs, bs, 1, K + (k0 + j0) * s.k_st.l, s.k_st.l,
                         s.dq_st.row(dq, b, h, i0 + a), s.dq_st.l, written);
               });
-            }
+            });
           }
         }
         for (int64_t t = 0; t * kFlexTile < cols; ++t)

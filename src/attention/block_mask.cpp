@@ -93,11 +93,8 @@ double BlockMaskData::computed_scores(int64_t b, int64_t h) const {
     for (int32_t c = 0; c < pn[row]; ++c) {
       const uint64_t* bits = partial_bits_block(b, h, qb, c);
       const int64_t cols = cols_of(pi[row * width + c]);
-      for (int64_t r0 = 0; r0 < rows;) {
-        const RowGroup g = row_group(bits, words, r0, rows, cols);
-        scores += static_cast<double>(g.rows * std::max<int64_t>(0, g.span.width()));
-        r0 += g.rows;
-      }
+      for_row_groups(bits, words, rows, cols,
+                     [&](int64_t, int64_t n, int64_t, int64_t width) { scores += static_cast<double>(n * width); });
     }
   }
   return scores;
