@@ -6,7 +6,6 @@
 #pragma once
 #include <cstddef>
 #include <memory>
-#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -14,14 +13,23 @@ namespace kiln {
 
 inline constexpr std::size_t kCacheLine = 64;
 
+// Memory from kiln's CPU allocator (src/core/allocator.cpp): 64-byte
+// aligned (its blocks' alignment is kCacheLine), blocks of 64 KiB and more
+// kept for reuse. Kernel scratch is sized per call; handed back to glibc at
+// each call's end, the flex_attention backward's three 64 KiB score blocks
+// (block size 128) made it trim its heap and fault the pages in again on
+// the next call.
+void* scratch_allocate(std::size_t nbytes);
+void scratch_deallocate(void* p, std::size_t nbytes) noexcept;
+
 template <class T>
 struct CacheAlignedAllocator {
   using value_type = T;
   CacheAlignedAllocator() = default;
   template <class U>
   CacheAlignedAllocator(const CacheAlignedAllocator<U>&) {}
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine))); }
-  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t(kCacheLine)); }
+  T* allocate(std::size_t n) { return static_cast<T*>(scratch_allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) { scratch_deallocate(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const CacheAlignedAllocator<U>&) const {
     return true;
@@ -36,13 +44,14 @@ using aligned_vector = std::vector<T, CacheAlignedAllocator<T>>;
 // where zero-filling megabytes per call would show), 64-byte aligned.
 template <class T>
 struct CacheAlignedDelete {
-  void operator()(T* p) const { ::operator delete(p, std::align_val_t(kCacheLine)); }
+  std::size_t bytes = 0;
+  void operator()(T* p) const { scratch_deallocate(p, bytes); }
 };
 template <class T>
 std::unique_ptr<T[], CacheAlignedDelete<T>> uninitialized_aligned(std::size_t n) {
   static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>);
-  return std::unique_ptr<T[], CacheAlignedDelete<T>>(
-      static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine))));
+  return std::unique_ptr<T[], CacheAlignedDelete<T>>(static_cast<T*>(scratch_allocate(n * sizeof(T))),
+                                                     CacheAlignedDelete<T>{n * sizeof(T)});
 }
 
 }  // namespace kiln

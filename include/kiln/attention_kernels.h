@@ -291,7 +291,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   const bool keep = nk * bs * s.E * static_cast<int64_t>(sizeof(T)) <= kKeptKeysBytes;
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
     // kt is written before it is read: left uninitialised (it may be megabytes).
-    aligned_vector<T> sc(static_cast<size_t>(bs * bs));
+    const auto sc = uninitialized_aligned<T>(static_cast<size_t>(bs * bs));
     const auto kt = uninitialized_aligned<T>(static_cast<size_t>((keep ? nk : 1) * bs * s.E));
     std::vector<int64_t> kt_head(static_cast<size_t>(keep ? nk : 1), -1);  // whose block each slot holds
     aligned_vector<T> mx(static_cast<size_t>(bs)), l(static_cast<size_t>(bs)), corr(static_cast<size_t>(bs)),
@@ -334,7 +334,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
         const int64_t words = m.bit_words();
         for_row_groups(bits, words, rows, cols, [&](int64_t r0, int64_t gr, int64_t j0, int64_t w) {
           const int64_t ld = by_dots ? w : bs;  // row stride of the scores
-          T* sg = sc.data() + r0 * ld;
+          T* sg = sc.get() + r0 * ld;
           if constexpr (std::is_same_v<T, float>)
             if (by_dots) attention_simd::dots_rows(Q, rows, K + (k0 + j0) * s.E, w, s.E, static_cast<float>(s.scale), sg);
           if (!by_dots)
@@ -507,8 +507,11 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
       for (auto& buf : local) local_ptrs.push_back(buf.data());
     }
     aligned_vector<T> delta(static_cast<size_t>(s.group * s.L)), kt(static_cast<size_t>(s.E * bs)),
-        vt(static_cast<size_t>(s.Ev * bs)), p(static_cast<size_t>(bs * bs)), dp(static_cast<size_t>(bs * bs)),
-        deriv(static_cast<size_t>(bs * bs));
+        vt(static_cast<size_t>(s.Ev * bs));
+    // Scores, their gradients and d score_mod: written before they are read.
+    const auto p = uninitialized_aligned<T>(static_cast<size_t>(bs * bs)),
+               dp = uninitialized_aligned<T>(static_cast<size_t>(bs * bs)),
+               deriv = uninitialized_aligned<T>(static_cast<size_t>(bs * bs));
     // Which kFlexTile-row tiles have been written: of dq per (query head of
     // the group, query block), of dk and dv in the current KV block.
     const int64_t row_tiles = (bs + kFlexTile - 1) / kFlexTile;
@@ -547,8 +550,8 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
             for_row_groups(bits, words, rows, cols, [&](int64_t r0, int64_t gr, int64_t j0, int64_t w) {
               const T* Q = s.q_st.row(q, b, h, i0 + r0);
               const T* dO = s.do_st.row(dout, b, h, i0 + r0);
-              T* pg = p.data() + r0 * bs;
-              T* dpg = dp.data() + r0 * bs;
+              T* pg = p.get() + r0 * bs;
+              T* dpg = dp.get() + r0 * bs;
               gemm<T>(gr, w, s.E, static_cast<T>(s.scale), Q, s.q_st.l, 1, kt.data() + j0, bs, pg, bs, false);
               gemm<T>(gr, w, s.Ev, T(1), dO, s.do_st.l, 1, vt.data() + j0, bs, dpg, bs, false);
               // The mods (and d score_mod / d score through the dual number),
@@ -557,7 +560,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
               for (int64_t r = 0; r < gr; ++r) {
                 const int64_t i = i0 + r0 + r;
                 T* pr = pg + r * bs;
-                T* dr = deriv.data() + (r0 + r) * bs;
+                T* dr = deriv.get() + (r0 + r) * bs;
                 if constexpr (!kPlain)
                   for (int64_t j = 0; j < w; ++j) {
                     const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j0 + j);
@@ -574,7 +577,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
               }
               const T* lse_rows = lse + off + i0 + r0;
               const T* delta_rows = delta.data() + g * s.L + i0 + r0;
-              const T* d_mod = kPlain ? nullptr : deriv.data() + r0 * bs;
+              const T* d_mod = kPlain ? nullptr : deriv.get() + r0 * bs;
               bool learned_grads = false;
               if constexpr (HasLearnedTensors<ScoreMod>) learned_grads = learned != nullptr;
               if (!learned_grads) {

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/aligned_buffer.h"
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 
@@ -189,6 +190,9 @@ void deallocate(void* p, size_t nbytes) {
 }  // namespace kiln::core
 
 namespace kiln {
+
+void* scratch_allocate(size_t nbytes) { return core::allocate(nbytes); }
+void scratch_deallocate(void* p, size_t nbytes) noexcept { core::deallocate(p, nbytes); }
 
 void empty_cache() {
   core::Cache& k = core::cache();
