@@ -13,9 +13,13 @@
 namespace kiln::nn {
 namespace {
 
-// Block size of the causal block mask: at the default context of 128,
-// blocks of 32 skip 6 of the 16 block pairs and run mask_mod on only 4.
-constexpr int64_t kAttentionBlock = 32;
+// Block size of the causal block mask. At the default context of 128,
+// blocks of 64 skip one of the 4 block pairs and, inside the two diagonal
+// ones, the 32 x 32 tiles above the diagonal (Note [Tiles of a partial
+// block]): the same 10 of 16 tiles as blocks of 32, in fewer, larger
+// products (B=16, H=4, E=32 forward+backward 1.55 -> 1.46 ms alone; in the
+// training step 3% less flex_attention time, alternating builds).
+constexpr int64_t kAttentionBlock = 64;
 
 void gpt2_init(Linear& l, double std) {
   init::normal_(l.weight, 0.0, std);
