@@ -372,7 +372,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
 // products, rows x S x E without GEMM tiles, so longer queries run faster
 // tiled (B=1, Hq=8, Hkv 8 or 2, S=4096, E=64, two threads, decode / tiled
 // ms: L=32 1.50 / 1.93 and 1.41 / 1.80; L=64 2.87 / 2.57 and 2.79 / 2.79;
-// a GPT training batch, L=S=128 in one block of 128, 1.40 / 0.57).
+// a GPT training batch, L=S=128 in one block of 128, 1.40 / 0.48).
 constexpr int64_t kMaxDecodeQueries = 32;
 template <class MaskMod>
 bool decode_eligible(const Shapes& s, const BlockMask<MaskMod>& m, int64_t requested) {

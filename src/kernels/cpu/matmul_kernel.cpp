@@ -61,13 +61,6 @@ void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t 
   }
 }
 
-// Note [One thread pool]
-// OpenBLAS runs single-threaded (src/core/parallel.cpp) and a GEMM is split
-// here over kiln's own pool: C in one block of rows (or of columns, when N
-// is the larger side) per thread. With OpenBLAS's threads, which spin in
-// sched_yield for a while after each call, every elementwise op after a
-// GEMM shared the cores with them (a sixth of a training step's samples).
-// Small products run on the calling thread.
 // A product whose inner dimension is long against C's sides (the weight
 // gradients of a layer: 128 x 512 over 2048 tokens) is split along K
 // instead: each thread reads half of both operands rather than all of one,
@@ -104,6 +97,14 @@ void k_split_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, 
   });
 }
 
+// Note [One thread pool]
+// OpenBLAS runs single-threaded (src/core/parallel.cpp) and a GEMM is split
+// here over kiln's own pool: C in one block of rows (or of columns, when N
+// is the larger side) per thread, or K in one share per thread when it is
+// long (k_split_gemm above). With OpenBLAS's threads, which spin in
+// sched_yield for a while after each call, every elementwise op after a
+// GEMM shared the cores with them (a sixth of a training step's samples).
+// Small products run on the calling thread.
 template <typename T>
 void parallel_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b,
                    T* c, int64_t ldc, bool accumulate) {
