@@ -172,7 +172,11 @@ TEST(Runtime, CachedBlocksComeWithTheirPagesMapped) {
       pending = empty({3 << 18});
     }
     unwritten_block = pending.raw_data();
-    EXPECT_EQ(resident_pages(unwritten_block, bytes), 0u);
+    // At most the pages glibc writes its chunk headers into, at the block's
+    // ends: when an earlier free of a large mmapped chunk raised glibc's
+    // mmap threshold, the block comes from the heap and the next chunk's
+    // header lands in its last page (1 page seen in 1 of 8 full runs).
+    EXPECT_LE(resident_pages(unwritten_block, bytes), 2u);
   }
   const Tensor drawn = empty({3 << 18});  // the unwritten block, now mapped
   EXPECT_EQ(drawn.raw_data(), unwritten_block);
