@@ -3,7 +3,6 @@
 #pragma once
 #include <cblas.h>
 
-#include <atomic>
 #include <cstring>
 
 #include "bench_util.h"
@@ -37,26 +36,6 @@ inline void sgemm_direct(const Tensor& a, const Tensor& b, const Tensor& c) {
   const int n = static_cast<int>(a.size(0));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(),
               n, 0.0f, c.data_ptr<float>(), n);
-}
-
-// Reads n floats (n a multiple of 16) in parallel, the read-bandwidth
-// baseline: a line at a time, prefetching 4 KiB ahead as the decode
-// kernels do, the bits summed as 64-bit integers (which the compiler
-// vectorises) and returned so that the reads are not dropped.
-inline uint64_t parallel_read(const float* src, int64_t n) {
-  std::atomic<uint64_t> total{0};
-  parallel_for(0, n / 16, 1 << 14, [&](int64_t b, int64_t e) {
-    uint64_t sum = 0;
-    for (int64_t line = b; line < e; ++line) {
-      const float* p = src + 16 * line;
-      __builtin_prefetch(p + 1024, 0, 3);
-      uint64_t words[8];
-      std::memcpy(words, p, sizeof words);
-      for (uint64_t w : words) sum += w;
-    }
-    total += sum;
-  });
-  return total.load();
 }
 
 // Bytes read + written per second (GB/s) of parallel_copy over 64 MiB.
