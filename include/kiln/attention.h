@@ -62,10 +62,11 @@ struct BlockMaskData {
 // groups of kFlexTile query rows, each over the keys from the first to the
 // last one any of its rows keeps (the ends widened to the bits' 64-key words
 // below and to whole kFlexTile-key tiles above; neighbouring groups with
-// the same keys are joined); a group whose rows keep no key is skipped. A causal diagonal block computes 10 of its 16 tiles of
-// 32 x 32: in the GPT, whose 128 positions are one block, the forward and
-// backward do ~35% less work. Skipped scores are masked ones: their
-// probability is 0 and they add nothing to any output or gradient.
+// the same keys are joined); a group whose rows keep no key is skipped. A
+// causal diagonal block of 128 computes 10 of its 16 tiles of 32 x 32, so
+// large blocks cost what blocks of 32 would, in fewer, larger products.
+// Skipped scores are masked ones: their probability is 0 and they add
+// nothing to any output or gradient.
 inline constexpr int64_t kFlexTile = 32;
 struct ColumnSpan {
   int64_t lo = 0, hi = 0;

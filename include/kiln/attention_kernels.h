@@ -290,7 +290,7 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
   const int64_t bs = m.block_size, nq = m.num_q_blocks(), nk = m.num_kv_blocks();
   const bool keep = nk * bs * s.E * static_cast<int64_t>(sizeof(T)) <= kKeptKeysBytes;
   parallel_for(0, s.B * s.Hq * nq, 1, [&](int64_t lo, int64_t hi) {
-    // kt is written before it is read: left uninitialised (it may be megabytes).
+    // sc and kt are written before they are read: left uninitialised (kt may be megabytes).
     const auto sc = uninitialized_aligned<T>(static_cast<size_t>(bs * bs));
     const auto kt = uninitialized_aligned<T>(static_cast<size_t>((keep ? nk : 1) * bs * s.E));
     std::vector<int64_t> kt_head(static_cast<size_t>(keep ? nk : 1), -1);  // whose block each slot holds

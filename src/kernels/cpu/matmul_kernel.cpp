@@ -70,17 +70,12 @@ void gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t 
 template <typename T>
 void k_split_gemm(const BlasView& va, const BlasView& vb, int64_t M, int64_t N, int64_t K, const T* a, const T* b,
                   T* c, int64_t ldc, bool accumulate, int64_t parts) {
-  parts = std::min(parts, K);
-  const int64_t kc = (K + parts - 1) / parts;
+  parts = std::min(parts, K);  // every share non-empty
   const auto partial = uninitialized_aligned<T>(static_cast<size_t>((parts - 1) * M * N));
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {
-      const int64_t k0 = std::min(K, p * kc), kn = std::min(K, k0 + kc) - k0;
+      const int64_t k0 = K * p / parts, kn = K * (p + 1) / parts - k0;
       T* out = p == 0 ? c : partial.get() + (p - 1) * M * N;
-      if (kn == 0) {  // the last shares of a K not much larger than parts
-        std::fill(out, out + M * N, T(0));
-        continue;
-      }
       // (i, k) of A and (k, n) of B from k0 on.
       const T* ak = a + k0 * (va.trans == CblasNoTrans ? 1 : va.ld);
       const T* bk = b + k0 * (vb.trans == CblasNoTrans ? vb.ld : 1);
