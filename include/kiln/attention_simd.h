@@ -2,6 +2,7 @@
 // per CPU target inside libkiln (src/attention/attention_simd.cpp).
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include "kiln/dtype.h"
 
@@ -49,6 +50,32 @@ struct StreamAhead {
     for (int64_t c = lo; c < hi; ++c) __builtin_prefetch(row + 64 * c, 0, 3);
   }
   __attribute__((always_inline)) void prefetch_row(int64_t j) const { prefetch_lines(j, 0, lines()); }
+  // The bytes of rows [j, j + count) of the stream (its own rows, then
+  // next's); {nullptr, nullptr} when they straddle the two.
+  std::pair<const char*, const char*> span(int64_t j, int64_t count) const {
+    if (j + count <= n) return {rows + j * row_bytes, rows + (j + count) * row_bytes};
+    if (j >= n && j - n + count <= next.n) {
+      const char* first = static_cast<const char*>(next.rows) + (j - n) * next.row_bytes;
+      return {first, first + count * next.row_bytes};
+    }
+    return {nullptr, nullptr};
+  }
+};
+
+// Prefetches a byte range four lines per step(), in the order a kernel's
+// steps run, so that a loop spreads its misses evenly with one compare per
+// step and no per-row bounds logic.
+struct LineCursor {
+  const char* at = nullptr;
+  const char* end = nullptr;
+  LineCursor() = default;
+  explicit LineCursor(std::pair<const char*, const char*> range) : at(range.first), end(range.second) {}
+  __attribute__((always_inline)) void step() {
+    if (at >= end) return;
+    __builtin_prefetch(at, 0, 3), __builtin_prefetch(at + 64, 0, 3);
+    __builtin_prefetch(at + 128, 0, 3), __builtin_prefetch(at + 192, 0, 3);
+    at += 256;
+  }
 };
 
 // Online-softmax update of rows x cols scores s (row stride ld) whose mods

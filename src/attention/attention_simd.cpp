@@ -136,6 +136,18 @@ HWY_INLINE hn::Vec<D> LoadKV(D d, const uint16_t* p) {
   const hn::RebindToUnsigned<D> d32;
   return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
 }
+// GCC folds a loaded vector into every FMA that uses it as a memory
+// operand, one load per use; on Zen 5 512-bit FMAs with memory operands ran
+// at half the rate of register ones (accumulating 4 rows over keys in L1:
+// 11 -> 4.7 ns per key). This keeps v in a register; where no instruction
+// takes a memory operand (Arm) it is v itself.
+template <class V>
+HWY_INLINE V InRegister(V v) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  asm("" : "+v"(v.raw));
+#endif
+  return v;
+}
 inline float KVToFloat(float x) { return x; }
 inline float KVToFloat(uint16_t bits) {
   const uint32_t w = static_cast<uint32_t>(bits) << 16;
@@ -177,28 +189,49 @@ HWY_INLINE hn::Vec<D> ReduceEach(D d, hn::Vec<D> (&v)[kN]) {
 // and 4 key rows (E apart), 16-lane vectors, E % 16 == 0: the general loop
 // below with its 16 accumulators as named values. As an array GCC kept them
 // on the stack, spilling inside the FMA loop (in-cache dots 55 -> 72 GB/s).
+// The 16 sums meet in a tree that stays inside 128-bit blocks for its first
+// two levels (unpack, one cycle each) and crosses blocks only for the last
+// two, instead of lane permutes throughout (ConcatEven/ConcatOdd): 4 rows,
+// E = 128, 64 keys in L1 7.8-8.0 -> 7.4-7.5 ns per key (5.0 without the
+// software prefetch, which costs that much in L1 but pays from memory).
 template <class KV>
 HWY_INLINE hn::Vec<D> DotsFourByFour(D d, const float* q, const KV* k, int64_t E) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   auto a00 = hn::Zero(d), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
   auto a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
   for (int64_t e = 0; e < E; e += N) {
-    const auto k0 = LoadKV(d, k + e), k1 = LoadKV(d, k + E + e), k2 = LoadKV(d, k + 2 * E + e),
-               k3 = LoadKV(d, k + 3 * E + e);
-    auto q0 = hn::LoadU(d, q + e);
+    const auto k0 = InRegister(LoadKV(d, k + e)), k1 = InRegister(LoadKV(d, k + E + e)),
+               k2 = InRegister(LoadKV(d, k + 2 * E + e)), k3 = InRegister(LoadKV(d, k + 3 * E + e));
+    auto q0 = InRegister(hn::LoadU(d, q + e));
     a00 = hn::MulAdd(q0, k0, a00), a01 = hn::MulAdd(q0, k1, a01), a02 = hn::MulAdd(q0, k2, a02), a03 = hn::MulAdd(q0, k3, a03);
-    q0 = hn::LoadU(d, q + E + e);
+    q0 = InRegister(hn::LoadU(d, q + E + e));
     a10 = hn::MulAdd(q0, k0, a10), a11 = hn::MulAdd(q0, k1, a11), a12 = hn::MulAdd(q0, k2, a12), a13 = hn::MulAdd(q0, k3, a13);
-    q0 = hn::LoadU(d, q + 2 * E + e);
+    q0 = InRegister(hn::LoadU(d, q + 2 * E + e));
     a20 = hn::MulAdd(q0, k0, a20), a21 = hn::MulAdd(q0, k1, a21), a22 = hn::MulAdd(q0, k2, a22), a23 = hn::MulAdd(q0, k3, a23);
-    q0 = hn::LoadU(d, q + 3 * E + e);
+    q0 = InRegister(hn::LoadU(d, q + 3 * E + e));
     a30 = hn::MulAdd(q0, k0, a30), a31 = hn::MulAdd(q0, k1, a31), a32 = hn::MulAdd(q0, k2, a32), a33 = hn::MulAdd(q0, k3, a33);
   }
-  // ReduceEach's tree: merge(x, y) sums adjacent lanes, x's in the low half.
-  auto merge = [d](hn::Vec<D> x, hn::Vec<D> y) { return hn::Add(hn::ConcatEven(d, y, x), hn::ConcatOdd(d, y, x)); };
-  const auto b0 = merge(a00, a01), b1 = merge(a02, a03), b2 = merge(a10, a11), b3 = merge(a12, a13);
-  const auto b4 = merge(a20, a21), b5 = merge(a22, a23), b6 = merge(a30, a31), b7 = merge(a32, a33);
-  return merge(merge(merge(b0, b1), merge(b2, b3)), merge(merge(b4, b5), merge(b6, b7)));
+  // pair(x, y), per 128-bit block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3].
+  auto pair = [d](hn::Vec<D> x, hn::Vec<D> y) {
+    return hn::Add(hn::InterleaveLower(d, x, y), hn::InterleaveUpper(d, x, y));
+  };
+  // quad(...) per block: the block's sums of a, b, c, d (pair's lanes 0 and
+  // 1 of both pairs, then lanes 2 and 3).
+  const hn::Repartition<double, D> d64;
+  auto quad = [&](hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
+    const auto ab = hn::BitCast(d64, pair(a, b)), ce = hn::BitCast(d64, pair(c, e));
+    return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)), hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
+  };
+  // Row r's four per-block sums in block b of c_r; then the blocks are
+  // summed: halves first (rows 0 and 2, 1 and 3 side by side), then
+  // neighbouring blocks, leaving row r in block r.
+  const auto c0 = quad(a00, a01, a02, a03), c1 = quad(a10, a11, a12, a13);
+  const auto c2 = quad(a20, a21, a22, a23), c3 = quad(a30, a31, a32, a33);
+  auto halves = [d](hn::Vec<D> lo, hn::Vec<D> hi) {
+    return hn::Add(hn::ConcatLowerLower(d, hi, lo), hn::ConcatUpperUpper(d, hi, lo));
+  };
+  const auto x = halves(c0, c2), y = halves(c1, c3);
+  return hn::OddEvenBlocks(hn::Add(y, hn::SwapAdjacentBlocks(y)), hn::Add(x, hn::SwapAdjacentBlocks(x)));
 }
 #endif
 
@@ -224,6 +257,8 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
       const float* qr = q + r * E;
       int64_t j = 0;
       for (; j + KJ <= n; j += KJ) {
+        // Row by row: the rows' lines in one loop, or spread over the FMAs,
+        // streamed slower from memory (alternating runs, two threads).
         if (r == 0)
           for (int64_t u = 0; u < KJ; ++u) stream.prefetch_row(j + u);
         alignas(64) float dots[4 * KJ];
@@ -243,7 +278,7 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
           hn::Store(hn::Mul(ReduceEach(d, acc), hn::Set(d, scale)), d, dots);
         }
         for (int64_t row = 0; row < 4; ++row)
-          for (int64_t u = 0; u < KJ; ++u) s[(r + row) * n + j + u] = dots[row * KJ + u];
+          std::memcpy(s + (r + row) * n + j, dots + row * KJ, KJ * sizeof(float));
       }
       for (; j < n; ++j) {
         if (r == 0) stream.prefetch_row(j);
@@ -303,140 +338,73 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
 #endif
 
 #if KILN_WIDE_TILES
-// acc rows a[0..3] (Ev apart), elements [e, e + 4N) += p[u * n + j] v[j]
-// over keys [j0, j1), the 16 accumulators in registers: the columns that
-// AccumulateTwoRowsFull's 8-vector blocks leave (Ev = 64 takes only these),
-// 4 whole lines per row per pass instead of 2 (in cache 63 -> 88 GB/s).
-template <class KV>
-HWY_INLINE void AccumulateFourRowsWide(float* a, const float* pr, int64_t n, const KV* v, int64_t Ev, int64_t e,
-                                        int64_t j0, int64_t j1, const StreamAhead* stream, int64_t line0,
-                                        int64_t line1) {
+// acc rows a[0..3] (Ev apart), elements [e, e + W N) += p[u * n + j] v[j]
+// over keys [j0, j1), the 4 W accumulators in registers: each V vector is
+// loaded once (InRegister) and feeds the four rows. 4 x 4 tiles in L1 ran
+// at 4.7 ns per key of Ev = 128 against 6.1 for 2 rows x 8 vectors, which
+// loads each V vector twice.
+template <int64_t W, class KV>
+HWY_INLINE void AccumulateFourRows(float* a, const float* pr, int64_t n, const KV* v, int64_t Ev, int64_t e,
+                                   int64_t j0, int64_t j1, LineCursor& cursor) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  hn::Vec<D> c[4][4];
+  hn::Vec<D> c[4][W];
   for (int64_t u = 0; u < 4; ++u)
-    for (int64_t w = 0; w < 4; ++w) c[u][w] = hn::LoadU(d, a + u * Ev + e + w * N);
+    for (int64_t w = 0; w < W; ++w) c[u][w] = hn::LoadU(d, a + u * Ev + e + w * N);
   for (int64_t j = j0; j < j1; ++j) {
-    if (stream) stream->prefetch_lines(j, line0, line1);
-    hn::Vec<D> vv[4];
-    for (int64_t w = 0; w < 4; ++w) vv[w] = LoadKV(d, v + j * Ev + e + w * N);
+    cursor.step();
+    hn::Vec<D> vv[W];
+    for (int64_t w = 0; w < W; ++w) vv[w] = InRegister(LoadKV(d, v + j * Ev + e + w * N));
     for (int64_t u = 0; u < 4; ++u) {
       const auto pu = hn::Set(d, pr[u * n + j]);
-      for (int64_t w = 0; w < 4; ++w) c[u][w] = hn::MulAdd(pu, vv[w], c[u][w]);
+      for (int64_t w = 0; w < W; ++w) c[u][w] = hn::MulAdd(pu, vv[w], c[u][w]);
     }
   }
   for (int64_t u = 0; u < 4; ++u)
-    for (int64_t w = 0; w < 4; ++w) hn::StoreU(c[u][w], d, a + u * Ev + e + w * N);
+    for (int64_t w = 0; w < W; ++w) hn::StoreU(c[u][w], d, a + u * Ev + e + w * N);
 }
 #endif
 
-#if KILN_WIDE_TILES
-// Rows a[0], a[Ev] (2 query rows) += p[u * n + j] v[j] over 8 vectors from
-// element e, keys [j0, j1): each V row's 8 vectors read in one go, so the
-// chunk's V streams in row after row (float32 decoding on two threads
-// 43-46 -> 47-54 GB/s, one thread 23 -> 32, against 4 rows x 4 vectors in
-// two passes over each row's halves; alternating runs).
-template <class KV>
-HWY_INLINE void AccumulateTwoRowsFull(float* a, const float* pr, int64_t n, const KV* v, int64_t Ev, int64_t e,
-                                       int64_t j0, int64_t j1, const StreamAhead* stream, int64_t line0,
-                                       int64_t line1) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  // Named, not an array: as an array GCC loaded each V vector twice, as
-  // memory operands of both FMAs.
-  float* a0 = a + e;
-  float* a1 = a + Ev + e;
-  auto c00 = hn::LoadU(d, a0), c01 = hn::LoadU(d, a0 + N), c02 = hn::LoadU(d, a0 + 2 * N), c03 = hn::LoadU(d, a0 + 3 * N);
-  auto c04 = hn::LoadU(d, a0 + 4 * N), c05 = hn::LoadU(d, a0 + 5 * N), c06 = hn::LoadU(d, a0 + 6 * N),
-       c07 = hn::LoadU(d, a0 + 7 * N);
-  auto c10 = hn::LoadU(d, a1), c11 = hn::LoadU(d, a1 + N), c12 = hn::LoadU(d, a1 + 2 * N),
-       c13 = hn::LoadU(d, a1 + 3 * N);
-  auto c14 = hn::LoadU(d, a1 + 4 * N), c15 = hn::LoadU(d, a1 + 5 * N), c16 = hn::LoadU(d, a1 + 6 * N),
-       c17 = hn::LoadU(d, a1 + 7 * N);
-  for (int64_t j = j0; j < j1; ++j) {
-    if (stream) stream->prefetch_lines(j, line0, line1);
-    const KV* vj = v + j * Ev + e;
-    const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
-    auto x = LoadKV(d, vj);
-    c00 = hn::MulAdd(p0, x, c00), c10 = hn::MulAdd(p1, x, c10);
-    x = LoadKV(d, vj + N);
-    c01 = hn::MulAdd(p0, x, c01), c11 = hn::MulAdd(p1, x, c11);
-    x = LoadKV(d, vj + 2 * N);
-    c02 = hn::MulAdd(p0, x, c02), c12 = hn::MulAdd(p1, x, c12);
-    x = LoadKV(d, vj + 3 * N);
-    c03 = hn::MulAdd(p0, x, c03), c13 = hn::MulAdd(p1, x, c13);
-    x = LoadKV(d, vj + 4 * N);
-    c04 = hn::MulAdd(p0, x, c04), c14 = hn::MulAdd(p1, x, c14);
-    x = LoadKV(d, vj + 5 * N);
-    c05 = hn::MulAdd(p0, x, c05), c15 = hn::MulAdd(p1, x, c15);
-    x = LoadKV(d, vj + 6 * N);
-    c06 = hn::MulAdd(p0, x, c06), c16 = hn::MulAdd(p1, x, c16);
-    x = LoadKV(d, vj + 7 * N);
-    c07 = hn::MulAdd(p0, x, c07), c17 = hn::MulAdd(p1, x, c17);
-  }
-  hn::StoreU(c00, d, a0), hn::StoreU(c01, d, a0 + N), hn::StoreU(c02, d, a0 + 2 * N), hn::StoreU(c03, d, a0 + 3 * N);
-  hn::StoreU(c04, d, a0 + 4 * N), hn::StoreU(c05, d, a0 + 5 * N), hn::StoreU(c06, d, a0 + 6 * N);
-  hn::StoreU(c07, d, a0 + 7 * N);
-  hn::StoreU(c10, d, a1), hn::StoreU(c11, d, a1 + N), hn::StoreU(c12, d, a1 + 2 * N), hn::StoreU(c13, d, a1 + 3 * N);
-  hn::StoreU(c14, d, a1 + 4 * N), hn::StoreU(c15, d, a1 + 5 * N), hn::StoreU(c16, d, a1 + 6 * N);
-  hn::StoreU(c17, d, a1 + 7 * N);
-}
-#endif
-
-// acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j]. Four rows by two
-// (or, KILN_WIDE_TILES, 2 rows x 8 and 4 x 4) vectors of acc stay in
-// registers across the pass over the block's rows.
+// acc[r] = acc[r] * corr[r] + sum_j p[r * n + j] * v[j]. Four rows by W
+// vectors of acc stay in registers across a chunk of keys.
 template <class KV>
 void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows, const KV* v, int64_t n, int64_t Ev,
                      const Prefetch& pf) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   ScaleRows(acc, rows, Ev, Ev, corr);
+  const int64_t row_bytes = Ev * static_cast<int64_t>(sizeof(KV));
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     float* a = acc + r * Ev;
     const float* pr = p + r * n;
     // Keys go in chunks so that the V rows of one chunk stay in L1 across
-    // the passes over Ev; the next chunk's rows stream in meanwhile. Chunks
-    // of 8 keys (4 KiB of float32 rows at Ev = 128), not 32: float32
-    // decoding on two threads 41-46 -> 50-57 GB/s, one thread 21.6-22.5 ->
-    // 21.6-28.9 (alternating runs; the prefetch distance alone, 8 rows ahead
-    // with chunks of 32, did not do it). The bf16 kernel's chunks showed no
-    // such difference and stay at 32.
+    // the passes over Ev, while the next chunk's rows (or the next keys,
+    // pf) stream in, spread over the chunk's steps. Chunks of 8 keys (4 KiB
+    // of float32 rows at Ev = 128), not 32: float32 decoding on two threads
+    // 41-46 -> 50-57 GB/s, one thread 21.6-22.5 -> 21.6-28.9 (alternating
+    // runs; the prefetch distance alone, 8 rows ahead with chunks of 32,
+    // did not do it).
     constexpr int64_t kKeyChunk = 8;
-    const int64_t row_bytes = Ev * static_cast<int64_t>(sizeof(KV));
-    const StreamAhead stream(v, n, row_bytes, pf, kKeyChunk * row_bytes);  // the next chunk
+    const StreamAhead stream(v, n, row_bytes, pf, kKeyChunk * row_bytes);
     int64_t e = 0;
-    const int64_t passes = Ev / (2 * N), lines = stream.lines();
     for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
       const int64_t j1 = std::min(n, j0 + kKeyChunk);
+      LineCursor next = r == 0 ? LineCursor(stream.span(j0 + stream.ahead, kKeyChunk)) : LineCursor();
       e = 0;
 #if KILN_WIDE_TILES
-      // Blocks of 8 vectors, two query rows at a time, then 4 x 4 tiles.
-      const int64_t full_blocks = Ev / (8 * N);
-      for (; e + 8 * N <= Ev; e += 8 * N) {
-        const int64_t blk = e / (8 * N), line0 = lines * blk / full_blocks, line1 = lines * (blk + 1) / full_blocks;
-        for (int64_t u = 0; u < 4; u += 2)
-          AccumulateTwoRowsFull(a + u * Ev, pr + u * n, n, v, Ev, e, j0, j1, r == 0 && u == 0 ? &stream : nullptr,
-                                line0, line1);
-      }
-      const int64_t wide_passes = Ev / (4 * N);
-      for (; e + 4 * N <= Ev; e += 4 * N) {
-        const int64_t pass = e / (4 * N), line0 = lines * pass / wide_passes, line1 = lines * (pass + 1) / wide_passes;
-        AccumulateFourRowsWide(a, pr, n, v, Ev, e, j0, j1, r == 0 ? &stream : nullptr, line0, line1);
-      }
-#endif
+      for (; e + 4 * N <= Ev; e += 4 * N) AccumulateFourRows<4>(a, pr, n, v, Ev, e, j0, j1, next);
+      for (; e + N <= Ev; e += N) AccumulateFourRows<1>(a, pr, n, v, Ev, e, j0, j1, next);
+#else
+      // Named accumulators: SVE's vectors have no size, so no arrays.
       for (; e + 2 * N <= Ev; e += 2 * N) {
-        // This pass's share of each next-chunk row: spreading the misses
-        // over the passes keeps them from piling up into a stall.
-        const int64_t pass = e / (2 * N), line0 = lines * pass / passes, line1 = lines * (pass + 1) / passes;
         auto c00 = hn::LoadU(d, a + e), c01 = hn::LoadU(d, a + e + N);
         auto c10 = hn::LoadU(d, a + Ev + e), c11 = hn::LoadU(d, a + Ev + e + N);
         auto c20 = hn::LoadU(d, a + 2 * Ev + e), c21 = hn::LoadU(d, a + 2 * Ev + e + N);
         auto c30 = hn::LoadU(d, a + 3 * Ev + e), c31 = hn::LoadU(d, a + 3 * Ev + e + N);
         for (int64_t j = j0; j < j1; ++j) {
-          if (r == 0) stream.prefetch_lines(j, line0, line1);
-          const auto v0 = LoadKV(d, v + j * Ev + e), v1 = LoadKV(d, v + j * Ev + e + N);
+          next.step();
+          const auto v0 = InRegister(LoadKV(d, v + j * Ev + e)), v1 = InRegister(LoadKV(d, v + j * Ev + e + N));
           const auto p0 = hn::Set(d, pr[j]), p1 = hn::Set(d, pr[n + j]);
           const auto p2 = hn::Set(d, pr[2 * n + j]), p3 = hn::Set(d, pr[3 * n + j]);
           c00 = hn::MulAdd(p0, v0, c00), c01 = hn::MulAdd(p0, v1, c01);
@@ -449,6 +417,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
         hn::StoreU(c20, d, a + 2 * Ev + e), hn::StoreU(c21, d, a + 2 * Ev + e + N);
         hn::StoreU(c30, d, a + 3 * Ev + e), hn::StoreU(c31, d, a + 3 * Ev + e + N);
       }
+#endif
     }
     for (; e < Ev; ++e)
       for (int64_t u = 0; u < 4; ++u) {
@@ -457,7 +426,7 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
         a[u * Ev + e] = t;
       }
   }
-  const StreamAhead stream(v, n, Ev * static_cast<int64_t>(sizeof(KV)), pf);
+  const StreamAhead stream(v, n, row_bytes, pf);
   for (; r < rows; ++r) {
     float* ar = acc + r * Ev;
     for (int64_t j = 0; j < n; ++j) {

@@ -483,11 +483,11 @@ TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
 // float64 on the same bf16 values: GQA groups of 4 (four-row tiles) and 3
 // (single rows), a block of odd length at the end (S = 301, blocks of 32),
 // Ev = 96 (not a multiple of 64), a sliding window, split and unsplit.
-// Flash decoding's P V keeps blocks of 2 query rows x 8 vectors and 4 x 4
-// tiles of the accumulator in registers on 32-register targets, 4 x 2
-// elsewhere, then scalars: value widths that end in each of those tails
-// (272: two 8-vector blocks), GQA groups of 4 (one 4-row tile) and 6 (a
-// tile plus two single rows), float32 against the float64 reference.
+// Flash decoding's P V keeps 4 x 4 tiles of the accumulator in registers on
+// 32-register targets, then 4 x 1 tiles; 4 x 2 elsewhere; then scalars:
+// value widths that end in each of those tails (Ev = 24 + 16 m, 200 ends in
+// 8 scalars), GQA groups of 4 (one 4-row tile) and 6 (a tile plus two
+// single rows), float32 against the float64 reference.
 TEST(FlexAttention, DecodeValueRowsOfEveryWidthMatchFloat64) {
   manual_seed(47);
   const int64_t S = 333;  // 10 blocks of 32 and a tail of 13 keys
