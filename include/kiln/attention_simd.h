@@ -24,6 +24,13 @@ struct Prefetch {
 // ahead (what this replaced). In the decode kernel itself the change is
 // within noise (18-20 GB/s on one core): there the FMAs' time adds to the
 // memory's instead of overlapping it.
+// The hint is non-temporal (prefetchnta): K and V are read once per call.
+// Against prefetcht0, decoding on two threads (medians of 8 alternating
+// runs) float32 44.6 -> 47.6 GB/s, bfloat16 40.5 -> 42.6; in the bench,
+// two alternations each, float32 50.2-59.8 against 48.1-50.3 GB/s,
+// bfloat16 47.8-54.2 against 45.8-46.9. Fewer prefetches (every other
+// line), more (one line 8-64 KiB further on, to L1 or L2) or prefetcht1
+// throughout were all slower.
 // always_inline: GCC 12 otherwise finds the prefetching free of side effects
 // and deletes its calls, prefetches and all.
 struct StreamAhead {
@@ -47,7 +54,7 @@ struct StreamAhead {
       if (j - n >= next.n) return;
       row = static_cast<const char*>(next.rows) + (j - n) * next.row_bytes;
     }
-    for (int64_t c = lo; c < hi; ++c) __builtin_prefetch(row + 64 * c, 0, 3);
+    for (int64_t c = lo; c < hi; ++c) __builtin_prefetch(row + 64 * c, 0, 0);
   }
   __attribute__((always_inline)) void prefetch_row(int64_t j) const { prefetch_lines(j, 0, lines()); }
   // The bytes of rows [j, j + count) of the stream (its own rows, then
@@ -72,8 +79,8 @@ struct LineCursor {
   explicit LineCursor(std::pair<const char*, const char*> range) : at(range.first), end(range.second) {}
   __attribute__((always_inline)) void step() {
     if (at >= end) return;
-    __builtin_prefetch(at, 0, 3), __builtin_prefetch(at + 64, 0, 3);
-    __builtin_prefetch(at + 128, 0, 3), __builtin_prefetch(at + 192, 0, 3);
+    __builtin_prefetch(at, 0, 0), __builtin_prefetch(at + 64, 0, 0);
+    __builtin_prefetch(at + 128, 0, 0), __builtin_prefetch(at + 192, 0, 0);
     at += 256;
   }
 };

@@ -181,8 +181,8 @@ KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pa
       for (; j < plain_end; j += 2) {
         if (prefetch) {
           const char* ahead = bytes + (j + stream.ahead) * row_bytes;
-          _mm_prefetch(ahead, _MM_HINT_T0);
-          _mm_prefetch(ahead + row_bytes, _MM_HINT_T0);
+          _mm_prefetch(ahead, _MM_HINT_NTA);
+          _mm_prefetch(ahead + row_bytes, _MM_HINT_NTA);
         }
         add_pair<R>(lo, hi, pairs + j / 2, pair_stride, _mm512_loadu_si512(v + j * Ev + e),
                     _mm512_loadu_si512(v + (j + 1) * Ev + e));
