@@ -157,23 +157,29 @@ inline float KVToFloat(uint16_t bits) {
 }
 
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+// Per 128-bit block: [sum of a, of b, of c, of e] over that block's lanes,
+// by interleaving within blocks (one-cycle unpacks), three instructions per
+// pair.
+HWY_INLINE hn::Vec<D> BlockSums(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
+  const hn::Repartition<double, D> d64;
+  const auto ab = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b)));
+  const auto ce = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e)));
+  return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)), hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
+}
+// lo's two halves summed in the lower half, hi's in the upper.
+HWY_INLINE hn::Vec<D> SumHalves(D d, hn::Vec<D> lo, hn::Vec<D> hi) {
+  return hn::Add(hn::ConcatLowerLower(d, hi, lo), hn::ConcatUpperUpper(d, hi, lo));
+}
+
 // Lane i of the result = sum of the lanes of v[i], for N = Lanes(d) vectors.
-// 128-bit vectors (and the 128-bit blocks of AVX2) reduce by interleaving,
-// three instructions per pair; the blocks of AVX2 then meet in one add.
-// Wider vectors use pairwise adds of even and odd lanes.
+// 128-bit vectors (and the 128-bit blocks of AVX2) reduce by BlockSums; the
+// blocks of AVX2 then meet in one add. Wider vectors use pairwise adds of
+// even and odd lanes.
 template <size_t kN>
 HWY_INLINE hn::Vec<D> ReduceEach(D d, hn::Vec<D> (&v)[kN]) {
   if constexpr (kN == 4 || kN == 8) {
-    const hn::Repartition<double, D> d64;
-    for (size_t g = 0; g < kN; g += 4) {
-      const auto ab = hn::Add(hn::InterleaveLower(d, v[g], v[g + 1]), hn::InterleaveUpper(d, v[g], v[g + 1]));
-      const auto cd = hn::Add(hn::InterleaveLower(d, v[g + 2], v[g + 3]), hn::InterleaveUpper(d, v[g + 2], v[g + 3]));
-      const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
-      // Per 128-bit block: [sum a, sum b, sum c, sum d] over that block.
-      v[g / 4] = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab64, cd64)),
-                         hn::BitCast(d, hn::InterleaveUpper(d64, ab64, cd64)));
-    }
-    if constexpr (kN == 8) return hn::Add(hn::ConcatLowerLower(d, v[1], v[0]), hn::ConcatUpperUpper(d, v[1], v[0]));
+    for (size_t g = 0; g < kN; g += 4) v[g / 4] = BlockSums(d, v[g], v[g + 1], v[g + 2], v[g + 3]);
+    if constexpr (kN == 8) return SumHalves(d, v[0], v[1]);
     return v[0];
   } else {
     for (size_t width = kN; width > 1; width /= 2)
@@ -211,26 +217,12 @@ HWY_INLINE hn::Vec<D> DotsFourByFour(D d, const float* q, const KV* k, int64_t E
     q0 = InRegister(hn::LoadU(d, q + 3 * E + e));
     a30 = hn::MulAdd(q0, k0, a30), a31 = hn::MulAdd(q0, k1, a31), a32 = hn::MulAdd(q0, k2, a32), a33 = hn::MulAdd(q0, k3, a33);
   }
-  // pair(x, y), per 128-bit block: [x0 + x2, y0 + y2, x1 + x3, y1 + y3].
-  auto pair = [d](hn::Vec<D> x, hn::Vec<D> y) {
-    return hn::Add(hn::InterleaveLower(d, x, y), hn::InterleaveUpper(d, x, y));
-  };
-  // quad(...) per block: the block's sums of a, b, c, d (pair's lanes 0 and
-  // 1 of both pairs, then lanes 2 and 3).
-  const hn::Repartition<double, D> d64;
-  auto quad = [&](hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
-    const auto ab = hn::BitCast(d64, pair(a, b)), ce = hn::BitCast(d64, pair(c, e));
-    return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)), hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
-  };
-  // Row r's four per-block sums in block b of c_r; then the blocks are
-  // summed: halves first (rows 0 and 2, 1 and 3 side by side), then
-  // neighbouring blocks, leaving row r in block r.
-  const auto c0 = quad(a00, a01, a02, a03), c1 = quad(a10, a11, a12, a13);
-  const auto c2 = quad(a20, a21, a22, a23), c3 = quad(a30, a31, a32, a33);
-  auto halves = [d](hn::Vec<D> lo, hn::Vec<D> hi) {
-    return hn::Add(hn::ConcatLowerLower(d, hi, lo), hn::ConcatUpperUpper(d, hi, lo));
-  };
-  const auto x = halves(c0, c2), y = halves(c1, c3);
+  // Row r's four per-block sums in block b of c_r (BlockSums); then the
+  // blocks are summed: halves first (rows 0 and 2, 1 and 3 side by side),
+  // then neighbouring blocks, leaving row r in block r.
+  const auto c0 = BlockSums(d, a00, a01, a02, a03), c1 = BlockSums(d, a10, a11, a12, a13);
+  const auto c2 = BlockSums(d, a20, a21, a22, a23), c3 = BlockSums(d, a30, a31, a32, a33);
+  const auto x = SumHalves(d, c0, c2), y = SumHalves(d, c1, c3);
   return hn::OddEvenBlocks(hn::Add(y, hn::SwapAdjacentBlocks(y)), hn::Add(x, hn::SwapAdjacentBlocks(x)));
 }
 #endif
