@@ -163,7 +163,6 @@ KILN_BF16DOT inline __attribute__((always_inline)) void add_pair(__m512 (&lo)[R]
 // 0.655, 14 alternating runs) and each alone: from DRAM this decode is
 // not bound by its arithmetic (a guess at why: cheaper kernels issue their
 // prefetches closer together, and that streamed worse on this Zen 5 host).
-
 template <int R>
 KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pair_stride, const uint16_t* v, int64_t n,
                                    int64_t Ev, const Prefetch& pf, bool prefetch, const PairOrder& order) {
