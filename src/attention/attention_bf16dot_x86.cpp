@@ -140,81 +140,98 @@ KILN_BF16DOT PairOrder pair_order() {
   return {_mm512_load_si512(lo), _mm512_load_si512(hi), _mm512_load_si512(back0), _mm512_load_si512(back1)};
 }
 
-// One pair of keys (rows va, vb of V; vb zero past the last key) into R
-// rows of accumulators: pairs[row * pair_stride] is the rows' (p_j, p_j+1).
-template <int R>
-KILN_BF16DOT inline __attribute__((always_inline)) void add_pair(__m512 (&lo)[R], __m512 (&hi)[R], const uint32_t* pairs,
-                                                                 int64_t pair_stride, __m512i va, __m512i vb) {
-  const __m512bh vlo = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(va, vb));
-  const __m512bh vhi = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(va, vb));
+// One pair of keys into W passes of R rows of accumulators: va, vb point at
+// the pair's V rows at the first pass's elements (vb null past the last
+// key), pairs[row * pair_stride] is row's (p_j, p_j+1).
+template <int R, int W>
+KILN_BF16DOT inline __attribute__((always_inline)) void add_pair(__m512 (&lo)[W][R], __m512 (&hi)[W][R],
+                                                                 const uint32_t* pairs, int64_t pair_stride,
+                                                                 const uint16_t* va, const uint16_t* vb) {
+  __m512bh vlo[W], vhi[W];
+  for (int w = 0; w < W; ++w) {
+    const __m512i a = _mm512_loadu_si512(va + 32 * w), b = vb ? _mm512_loadu_si512(vb + 32 * w) : _mm512_setzero_si512();
+    vlo[w] = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(a, b));
+    vhi[w] = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(a, b));
+  }
   for (int row = 0; row < R; ++row) {
     const __m512bh pp = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pairs[row * pair_stride])));
-    lo[row] = _mm512_dpbf16_ps(lo[row], pp, vlo);
-    hi[row] = _mm512_dpbf16_ps(hi[row], pp, vhi);
+    for (int w = 0; w < W; ++w) {
+      lo[w][row] = _mm512_dpbf16_ps(lo[w][row], pp, vlo[w]);
+      hi[w][row] = _mm512_dpbf16_ps(hi[w][row], pp, vhi[w]);
+    }
   }
 }
 
+// Prefetches a chunk's rows ahead in address order: the rest of this
+// stream's, then the next's.
+struct ChunkAhead {
+  LineCursor own, next;
+  template <int Lines>
+  __attribute__((always_inline)) void step() {
+    LineCursor& c = own.at < own.end ? own : next;
+    if (c.at >= c.end) return;
+    for (int l = 0; l < Lines; ++l) __builtin_prefetch(c.at + 64 * l, 0, 0);
+    c.at += 64 * Lines;
+  }
+};
+
+// Keys [j0, j1) of W passes (32 elements each) starting at element e.
+template <int R, int W>
+KILN_BF16DOT inline void accumulate_passes(float* acc, const uint32_t* pairs, int64_t pair_stride, const uint16_t* v,
+                                           int64_t j0, int64_t j1, int64_t e, int64_t Ev, ChunkAhead* ahead,
+                                           const PairOrder& order) {
+  __m512 lo[W][R], hi[W][R];
+  for (int w = 0; w < W; ++w)
+    for (int row = 0; row < R; ++row) {
+      const float* a = acc + row * Ev + e + 32 * w;
+      const __m512 a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);
+      lo[w][row] = _mm512_permutex2var_ps(a0, order.lo, a1);
+      hi[w][row] = _mm512_permutex2var_ps(a0, order.hi, a1);
+    }
+  int64_t j = j0;
+  for (; j + 1 < j1; j += 2) {
+    // A chunk's rows hold as many lines as it has passes: 2 W lines per pair.
+    if (ahead) ahead->step<2 * W>();
+    add_pair<R, W>(lo, hi, pairs + j / 2, pair_stride, v + j * Ev + e, v + (j + 1) * Ev + e);
+  }
+  if (j < j1) add_pair<R, W>(lo, hi, pairs + j / 2, pair_stride, v + j * Ev + e, nullptr);
+  for (int w = 0; w < W; ++w)
+    for (int row = 0; row < R; ++row) {
+      float* a = acc + row * Ev + e + 32 * w;
+      _mm512_storeu_ps(a, _mm512_permutex2var_ps(lo[w][row], order.back0, hi[w][row]));
+      _mm512_storeu_ps(a + 16, _mm512_permutex2var_ps(lo[w][row], order.back1, hi[w][row]));
+    }
+}
+
 // R rows of acc (row stride Ev) += P (as bf16 pairs, pair_stride apart) V
-// over keys [0, n), in passes of 32 elements of Ev and chunks of 32 keys.
-// Two passes at once (16 accumulators, half the broadcasts) took P V from
-// 5.2 to 4.5 ns per key in L1, and with the dots' straight-line prefetch
-// decoded an L3-sized cache (S = 4096) at 61 against 54 GB/s, yet from
-// memory both kernels were slower together (ratio to copy 0.593 against
-// 0.655, 14 alternating runs) and each alone: from DRAM this decode is
-// not bound by its arithmetic (a guess at why: cheaper kernels issue their
-// prefetches closer together, and that streamed worse on this Zen 5 host).
+// over keys [0, n), in chunks of 32 keys and passes of 32 elements of Ev,
+// two passes at once for four rows (16 accumulators, one broadcast per
+// row and pair for both).
 template <int R>
 KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pair_stride, const uint16_t* v, int64_t n,
                                    int64_t Ev, const Prefetch& pf, bool prefetch, const PairOrder& order) {
-  // The next chunk's rows stream in while this chunk's passes run. Chunks
-  // of 32 keys (8 KiB ahead): 8, 16 and 64 decoded slower from memory
-  // (ratio to copy 0.506 / 0.588 / 0.645 against 0.599 / 0.599 / 0.665, 6
-  // alternating runs each), unlike the float32 kernel's 8.
+  // The next chunk's rows stream in while this chunk's passes run, in
+  // address order.
   constexpr int64_t kKeyChunk = 32;
   const int64_t row_bytes = Ev * static_cast<int64_t>(sizeof(uint16_t));
   const StreamAhead stream(v, n, row_bytes, pf, kKeyChunk * row_bytes);
-  const int64_t passes = Ev / 32, lines = stream.lines();
+  const int64_t passes = Ev / 32;
   for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
     const int64_t j1 = std::min(n, j0 + kKeyChunk);
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      const int64_t e = 32 * pass, line0 = lines * pass / passes, line1 = lines * (pass + 1) / passes;
-      __m512 lo[R], hi[R];
-      for (int row = 0; row < R; ++row) {
-        const __m512 a0 = _mm512_loadu_ps(acc + row * Ev + e), a1 = _mm512_loadu_ps(acc + row * Ev + e + 16);
-        lo[row] = _mm512_permutex2var_ps(a0, order.lo, a1);
-        hi[row] = _mm512_permutex2var_ps(a0, order.hi, a1);
-      }
-      // Whole pairs whose prefetch rows lie in this stream take the plain
-      // loop (pointer steps, no per-key bounds logic: that was a third of
-      // this function's instructions); the rest goes through StreamAhead.
-      const int64_t pairs_end = j0 + ((j1 - j0) & ~int64_t{1});
-      const bool one_line = line1 - line0 == 1;
-      const int64_t plain_end =
-          !prefetch ? pairs_end : (one_line ? std::min(pairs_end, std::max(j0, n - stream.ahead - 1)) : j0);
-      const char* bytes = reinterpret_cast<const char*>(v) + 64 * line0;
-      int64_t j = j0;
-      for (; j < plain_end; j += 2) {
-        if (prefetch) {
-          const char* ahead = bytes + (j + stream.ahead) * row_bytes;
-          _mm_prefetch(ahead, _MM_HINT_NTA);
-          _mm_prefetch(ahead + row_bytes, _MM_HINT_NTA);
-        }
-        add_pair<R>(lo, hi, pairs + j / 2, pair_stride, _mm512_loadu_si512(v + j * Ev + e),
-                    _mm512_loadu_si512(v + (j + 1) * Ev + e));
-      }
-      for (; j < j1; j += 2) {
-        if (prefetch) {
-          stream.prefetch_lines(j, line0, line1);
-          stream.prefetch_lines(j + 1, line0, line1);
-        }
-        add_pair<R>(lo, hi, pairs + j / 2, pair_stride, _mm512_loadu_si512(v + j * Ev + e),
-                    j + 1 < n ? _mm512_loadu_si512(v + (j + 1) * Ev + e) : _mm512_setzero_si512());
-      }
-      for (int row = 0; row < R; ++row) {
-        _mm512_storeu_ps(acc + row * Ev + e, _mm512_permutex2var_ps(lo[row], order.back0, hi[row]));
-        _mm512_storeu_ps(acc + row * Ev + e + 16, _mm512_permutex2var_ps(lo[row], order.back1, hi[row]));
-      }
+    ChunkAhead ahead;
+    if (prefetch) {
+      const int64_t a = std::min(j0 + stream.ahead, n), b = std::min(j0 + stream.ahead + kKeyChunk, n);
+      ahead.own = LineCursor(stream.span(a, b - a));
+      const int64_t na = std::max(j0 + stream.ahead, n) - n,
+                    nb = std::min(std::max(j0 + stream.ahead + kKeyChunk, n) - n, stream.next.n);
+      if (nb > na) ahead.next = LineCursor(stream.span(n + na, nb - na));
     }
+    int64_t pass = 0;
+    if constexpr (R == 4)
+      for (; pass + 2 <= passes; pass += 2)
+        accumulate_passes<R, 2>(acc, pairs, pair_stride, v, j0, j1, 32 * pass, Ev, prefetch ? &ahead : nullptr, order);
+    for (; pass < passes; ++pass)
+      accumulate_passes<R, 1>(acc, pairs, pair_stride, v, j0, j1, 32 * pass, Ev, prefetch ? &ahead : nullptr, order);
   }
 }
 
