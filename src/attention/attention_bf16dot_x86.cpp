@@ -61,6 +61,27 @@ KILN_BF16DOT inline __m512 reduce_each16(const __m512 (&v)[16]) {
                        _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Rows [lo, lo + count) of a StreamAhead's stream (its own rows, then
+// next's) prefetched in address order, Lines lines per step().
+struct RowsAhead {
+  LineCursor own, next;
+  RowsAhead() = default;
+  RowsAhead(const StreamAhead& stream, int64_t lo, int64_t count) {
+    const int64_t n = stream.n, hi = lo + count;
+    const int64_t a = std::min(lo, n), b = std::min(hi, n);
+    own = LineCursor(stream.span(a, b - a));
+    const int64_t na = std::max(lo, n) - n, nb = std::min(std::max(hi, n) - n, stream.next.n);
+    if (nb > na) next = LineCursor(stream.span(n + na, nb - na));
+  }
+  template <int Lines>
+  __attribute__((always_inline)) void step() {
+    LineCursor& c = own.at < own.end ? own : next;
+    if (c.at >= c.end) return;
+    for (int l = 0; l < Lines; ++l) __builtin_prefetch(c.at + 64 * l, 0, 0);
+    c.at += 64 * Lines;
+  }
+};
+
 // q rows as bfloat16, the form vdpbf16ps multiplies (exact: q was bf16).
 KILN_BF16DOT void q_to_bf16(const float* q, int64_t rows, int64_t E, std::vector<uint16_t>& out) {
   out.resize(static_cast<size_t>(rows * E));
@@ -167,23 +188,10 @@ KILN_BF16DOT inline __attribute__((always_inline)) void add_pair(__m512 (&lo)[W]
   }
 }
 
-// Prefetches a chunk's rows ahead in address order: the rest of this
-// stream's, then the next's.
-struct ChunkAhead {
-  LineCursor own, next;
-  template <int Lines>
-  __attribute__((always_inline)) void step() {
-    LineCursor& c = own.at < own.end ? own : next;
-    if (c.at >= c.end) return;
-    for (int l = 0; l < Lines; ++l) __builtin_prefetch(c.at + 64 * l, 0, 0);
-    c.at += 64 * Lines;
-  }
-};
-
 // Keys [j0, j1) of W passes (32 elements each) starting at element e.
 template <int R, int W>
 KILN_BF16DOT inline void accumulate_passes(float* acc, const uint32_t* pairs, int64_t pair_stride, const uint16_t* v,
-                                           int64_t j0, int64_t j1, int64_t e, int64_t Ev, ChunkAhead* ahead,
+                                           int64_t j0, int64_t j1, int64_t e, int64_t Ev, RowsAhead* ahead,
                                            const PairOrder& order) {
   __m512 lo[W][R], hi[W][R];
   for (int w = 0; w < W; ++w)
@@ -223,14 +231,8 @@ KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pa
   const int64_t passes = Ev / 32;
   for (int64_t j0 = 0; j0 < n; j0 += kKeyChunk) {
     const int64_t j1 = std::min(n, j0 + kKeyChunk);
-    ChunkAhead ahead;
-    if (prefetch) {
-      const int64_t a = std::min(j0 + stream.ahead, n), b = std::min(j0 + stream.ahead + kKeyChunk, n);
-      ahead.own = LineCursor(stream.span(a, b - a));
-      const int64_t na = std::max(j0 + stream.ahead, n) - n,
-                    nb = std::min(std::max(j0 + stream.ahead + kKeyChunk, n) - n, stream.next.n);
-      if (nb > na) ahead.next = LineCursor(stream.span(n + na, nb - na));
-    }
+    RowsAhead ahead;
+    if (prefetch) ahead = RowsAhead(stream, j0 + stream.ahead, kKeyChunk);
     int64_t pass = 0;
     if constexpr (R == 4)
       for (; pass + 2 <= passes; pass += 2)
