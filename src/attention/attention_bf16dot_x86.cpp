@@ -274,16 +274,20 @@ KILN_BF16DOT void accumulate(float* acc, const float* corr, const float* p, int6
     for (int64_t j = 0; j < padded; j += 32) _mm512_storeu_si512(pb.data() + r * padded + j, to_bf16(p + r * n + j, n - j));
   const auto* pairs = reinterpret_cast<const uint32_t*>(pb.data());
   const int64_t pair_stride = padded / 2;
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4)
-    accumulate_block<4>(paired.data() + r * Ev, pairs + r * pair_stride, pair_stride, v, n, Ev, pf, r == 0);
-  for (; r < rows; ++r)
-    accumulate_block<1>(paired.data() + r * Ev, pairs + r * pair_stride, pair_stride, v, n, Ev, pf, r == 0);
-  for (int64_t r2 = 0; r2 < rows; ++r2)
+  {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+      accumulate_block<4>(paired.data() + r * Ev, pairs + r * pair_stride, pair_stride, v, n, Ev, pf, r == 0);
+    for (; r < rows; ++r)
+      accumulate_block<1>(paired.data() + r * Ev, pairs + r * pair_stride, pair_stride, v, n, Ev, pf, r == 0);
+  }
+  // Back to the natural order.
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t e = 0; e < Ev; e += 32) {
-      const __m512 lo = _mm512_loadu_ps(paired.data() + r2 * Ev + e), hi = _mm512_loadu_ps(paired.data() + r2 * Ev + e + 16);
-      _mm512_storeu_ps(acc + r2 * Ev + e, _mm512_permutex2var_ps(lo, order.back0, hi));
-      _mm512_storeu_ps(acc + r2 * Ev + e + 16, _mm512_permutex2var_ps(lo, order.back1, hi));
+      const float* a = paired.data() + r * Ev + e;
+      const __m512 lo = _mm512_loadu_ps(a), hi = _mm512_loadu_ps(a + 16);
+      _mm512_storeu_ps(acc + r * Ev + e, _mm512_permutex2var_ps(lo, order.back0, hi));
+      _mm512_storeu_ps(acc + r * Ev + e + 16, _mm512_permutex2var_ps(lo, order.back1, hi));
     }
 }
 
