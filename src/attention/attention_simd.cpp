@@ -20,6 +20,29 @@ namespace kiln::attention_simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 
+// exp(x) for x <= 0 (scores less their row's max; -inf gives 0): x =
+// n ln 2 + r with ln 2 in two parts (as Highway's Exp), e^r by its Taylor
+// polynomial of degree 6 (|r| <= ln 2 / 2: error below 2e-7), 2^n put in
+// the exponent bits. Highway's Exp also covers x > 0 and splits 2^n in two
+// to reach overflow correctly, which a softmax never needs. Below -87 (2^n
+// not a normal float) the result is 0 (the true value is under 2^-125).
+HWY_INLINE hn::Vec<D> ExpNonPositive(D d, hn::Vec<D> x) {
+  const hn::RebindToSigned<D> di;
+  const auto n = hn::Round(hn::Mul(x, hn::Set(d, 1.442695041f)));
+  auto r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), x);
+  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
+  auto p = hn::Set(d, 1.0f / 720);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 120));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 24));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 6));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  const auto n_safe = hn::Max(n, hn::Set(d, -126.0f));  // -inf -> -126; masked below
+  const auto pow2n = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n_safe), hn::Set(di, 127))));
+  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, -87.0f)), hn::Mul(p, pow2n));
+}
+
 // s[j] = exp(s[j] - mx) in place; returns their sum. -inf gives 0.
 float ExpSubSum(float* s, int64_t n, float mx) {
   const D d;
@@ -28,7 +51,7 @@ float ExpSubSum(float* s, int64_t n, float mx) {
   auto sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    const auto e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, s + j), vm));
     sum = hn::Add(sum, e);
     hn::StoreU(e, d, s + j);
   }
