@@ -35,12 +35,9 @@ bool cpu_has_bf16dot() {
 
 KILN_BF16DOT inline __m512bh load_bf16(const void* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
 
-// 32 floats as 32 bfloat16 in the same order (round to nearest even); lanes
-// at or past n read as 0.
-KILN_BF16DOT inline __m512i to_bf16(const float* x, int64_t n) {
-  const auto mask = [](int64_t m) { return static_cast<__mmask16>(m >= 16 ? 0xFFFF : (1u << std::max<int64_t>(m, 0)) - 1); };
-  const __m512 lo = _mm512_maskz_loadu_ps(mask(n), x), hi = _mm512_maskz_loadu_ps(mask(n - 16), x + 16);
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+// The first m of 16 lanes (all for m >= 16, none for m <= 0).
+inline __mmask16 first_lanes(int64_t m) {
+  return static_cast<__mmask16>(m >= 16 ? 0xFFFF : (1u << std::max<int64_t>(m, 0)) - 1);
 }
 
 // Lane i of the result = sum of the lanes of v[i]. In-lane shuffles sum
@@ -90,7 +87,9 @@ struct RowsAhead {
 // q rows as bfloat16, the form vdpbf16ps multiplies (exact: q was bf16).
 KILN_BF16DOT void q_to_bf16(const float* q, int64_t rows, int64_t E, std::vector<uint16_t>& out) {
   out.resize(static_cast<size_t>(rows * E));
-  for (int64_t i = 0; i < rows * E; i += 32) _mm512_storeu_si512(out.data() + i, to_bf16(q + i, 32));
+  for (int64_t i = 0; i < rows * E; i += 32)
+    _mm512_storeu_si512(out.data() + i,
+                        reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(q + i + 16), _mm512_loadu_ps(q + i))));
 }
 
 // R query rows (R = 4, or 1 for the rest) against keys [j0, n), E % 32 == 0.
@@ -280,7 +279,7 @@ KILN_BF16DOT void softmax_pairs(const float* s, int64_t rows, int64_t n, float* 
                                 int64_t padded) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const __m512 neg_inf = _mm512_set1_ps(kNegInf);
-  const auto tail = [&](int64_t j) { return static_cast<__mmask16>(n - j >= 16 ? 0xFFFF : (1u << std::max<int64_t>(n - j, 0)) - 1); };
+  const auto tail = [n](int64_t j) { return first_lanes(n - j); };
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = s + r * n;
     __m512 vmax = neg_inf;

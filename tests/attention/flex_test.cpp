@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kiln/attention.h"
+#include "kiln/attention_simd.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -522,6 +523,47 @@ TEST(FlexAttention, DecodeRunsOfBlocksApplyModsAtTheirPositions) {
     o.enable_gqa = true, o.kv_partitions = parts;
     check_against_dense("decode alibi documents parts " + std::to_string(parts), in, AlibiScore{scaled},
                         create_block_mask(doc, 1, 1, L, S, 32), alibi, 0, o);
+  }
+}
+
+// The softmax step every float32 kernel shares (its exp is kiln's own, for
+// arguments <= 0), against float64 on scores far below and above the
+// running max, masked (-inf) scores, a fully masked row and odd lengths, on
+// each SIMD target the tests run under.
+TEST(FlexAttention, OnlineSoftmaxStepMatchesFloat64) {
+  manual_seed(49);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t rows = 4, cols = 37, ld = 40;
+  const Tensor u = rand({rows, ld}, kFloat64);
+  std::vector<float> s(rows * ld), mx = {kNegInf, 5.0f, 50.0f, 1.0f}, l = {0.0f, 2.5f, 1.0f, 3.0f}, corr(rows);
+  for (int64_t i = 0; i < rows * ld; ++i) s[i] = static_cast<float>(-120.0 + 130.0 * u.data_ptr<double>()[i]);
+  for (int64_t j = 0; j < cols; j += 5) s[j] = kNegInf;           // masked keys in row 0
+  for (int64_t j = 0; j < cols; ++j) s[3 * ld + j] = kNegInf;     // row 3: nothing visible
+  const std::vector<float> s0 = s, mx0 = mx, l0 = l;
+  attention_simd::online_softmax(s.data(), rows, cols, ld, mx.data(), l.data(), corr.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double bmax = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < cols; ++j) bmax = std::max(bmax, static_cast<double>(s0[r * ld + j]));
+    if (std::isinf(bmax)) {
+      EXPECT_EQ(corr[r], 1.0f) << "row " << r;
+      EXPECT_EQ(mx[r], mx0[r]);
+      EXPECT_EQ(l[r], l0[r]);
+      for (int64_t j = 0; j < cols; ++j) EXPECT_EQ(s[r * ld + j], 0.0f) << "row " << r << " key " << j;
+      continue;
+    }
+    const double m = std::max(static_cast<double>(mx0[r]), bmax);
+    const double c = std::isinf(mx0[r]) ? 0.0 : std::exp(mx0[r] - m);
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      // exp of the float32 difference the kernel takes (its rounding
+      // alone is up to 4e-6 relative at -70)
+      const double p = std::exp(static_cast<double>(s0[r * ld + j] - static_cast<float>(m)));
+      sum += p;
+      EXPECT_NEAR(s[r * ld + j], p, 1e-6 * p + 1e-37) << "row " << r << " key " << j << " score " << s0[r * ld + j];
+    }
+    EXPECT_EQ(mx[r], static_cast<float>(m)) << "row " << r;
+    EXPECT_NEAR(corr[r], c, 1e-6 * c) << "row " << r;
+    EXPECT_NEAR(l[r], l0[r] * c + sum, 1e-6 * (l0[r] * c + sum)) << "row " << r;
   }
 }
 
