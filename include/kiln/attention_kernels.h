@@ -451,7 +451,8 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
                        score_mod, m.mask_mod, bits ? bits + (r % s.L) * m.bit_words() : nullptr);
         }
         if constexpr (std::is_same_v<KV, BFloat16>) {
-          attention_simd::softmax_accumulate_rows(acc, sc.data(), rows, cols, mx, l, V + k0 * s.Ev, s.Ev, next_keys);
+          attention_simd::softmax_accumulate_rows(acc, sc.data(), rows, cols, mx, l, corr.data(), V + k0 * s.Ev, s.Ev,
+                                                  next_keys);
         } else {
           online_softmax<float>(sc.data(), rows, cols, cols, mx, l, corr.data());
           attention_simd::accumulate_rows(acc, corr.data(), sc.data(), rows, V + k0 * s.Ev, cols, s.Ev, next_keys);

@@ -115,9 +115,10 @@ void accumulate_rows(float* acc, const float* corr, const float* p, int64_t rows
 void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64_t E, float scale, float* s,
                const Prefetch& pf = {});
 // online_softmax's update of rows x n scores s (row stride n; s is
-// clobbered), then accumulate_rows's P V with the corrections it gives.
-void softmax_accumulate_rows(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, const BFloat16* v,
-                             int64_t Ev, const Prefetch& pf = {});
+// clobbered; corr as there), then accumulate_rows's P V with those
+// corrections.
+void softmax_accumulate_rows(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
+                             const BFloat16* v, int64_t Ev, const Prefetch& pf = {});
 
 // The bfloat16 forms above with the CPU's bfloat16 dot-product instruction
 // (AVX512-BF16, src/attention/attention_bf16dot_x86.cpp, x86 builds only;
@@ -129,7 +130,7 @@ void softmax_accumulate_rows(float* acc, float* s, int64_t rows, int64_t n, floa
 // K and V are the bf16 bits.
 bool dots_rows_bf16dot(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                        const Prefetch& pf);
-bool softmax_accumulate_rows_bf16dot(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l,
+bool softmax_accumulate_rows_bf16dot(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
                                      const uint16_t* v, int64_t Ev, const Prefetch& pf);
 
 // C (M x N, row stride ldc) = alpha * A @ B, plus C when accumulate. A is

@@ -306,15 +306,13 @@ KILN_BF16DOT void softmax_pairs(const float* s, int64_t rows, int64_t n, float* 
   }
 }
 
-KILN_BF16DOT void softmax_accumulate(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l,
-                                     const uint16_t* v, int64_t Ev, const Prefetch& pf) {
+KILN_BF16DOT void softmax_accumulate(float* acc, const float* s, int64_t rows, int64_t n, float* mx, float* l,
+                                     float* corr, const uint16_t* v, int64_t Ev, const Prefetch& pf) {
   static const PairOrder order = pair_order();
   const int64_t padded = (n + 31) / 32 * 32;
   thread_local std::vector<uint16_t> pb;
-  thread_local std::vector<float> corr;
   pb.resize(static_cast<size_t>(rows * padded));
-  corr.resize(static_cast<size_t>(rows));
-  softmax_pairs(s, rows, n, mx, l, corr.data(), pb.data(), padded);
+  softmax_pairs(s, rows, n, mx, l, corr, pb.data(), padded);
   // acc scaled by corr and in pair order for the call, so that the chunks'
   // passes load and store their accumulators as they are.
   thread_local std::vector<float> paired;
@@ -355,10 +353,10 @@ bool dots_rows_bf16dot(const float* q, int64_t rows, const uint16_t* k, int64_t 
   return true;
 }
 
-bool softmax_accumulate_rows_bf16dot(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l,
+bool softmax_accumulate_rows_bf16dot(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
                                      const uint16_t* v, int64_t Ev, const Prefetch& pf) {
   if (Ev % 32 != 0 || !cpu_has_bf16dot()) return false;
-  softmax_accumulate(acc, s, rows, n, mx, l, v, Ev, pf);
+  softmax_accumulate(acc, s, rows, n, mx, l, corr, v, Ev, pf);
   return true;
 }
 

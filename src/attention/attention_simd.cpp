@@ -472,15 +472,13 @@ void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows,
                     const Prefetch& pf) {
   AccumulateRowsT(acc, corr, p, rows, v, n, Ev, pf);
 }
-void SoftmaxAccumulateRowsBF16(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, const uint16_t* v,
-                               int64_t Ev, const Prefetch& pf) {
+void SoftmaxAccumulateRowsBF16(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
+                               const uint16_t* v, int64_t Ev, const Prefetch& pf) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if (softmax_accumulate_rows_bf16dot(acc, s, rows, n, mx, l, v, Ev, pf)) return;
+  if (softmax_accumulate_rows_bf16dot(acc, s, rows, n, mx, l, corr, v, Ev, pf)) return;
 #endif
-  thread_local std::vector<float> corr;
-  corr.resize(static_cast<size_t>(rows));
-  OnlineSoftmax(s, rows, n, n, mx, l, corr.data());
-  AccumulateRowsT(acc, corr.data(), s, rows, v, n, Ev, pf);
+  OnlineSoftmax(s, rows, n, n, mx, l, corr);
+  AccumulateRowsT(acc, corr, s, rows, v, n, Ev, pf);
 }
 
 // Targets with 32 vector registers (AVX-512, NEON) take 8 x 2-vector tiles
@@ -614,9 +612,10 @@ void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64
                const Prefetch& pf) {
   HWY_DYNAMIC_DISPATCH(DotsRowsBF16)(q, rows, reinterpret_cast<const uint16_t*>(k), n, E, scale, s, pf);
 }
-void softmax_accumulate_rows(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, const BFloat16* v,
-                             int64_t Ev, const Prefetch& pf) {
-  HWY_DYNAMIC_DISPATCH(SoftmaxAccumulateRowsBF16)(acc, s, rows, n, mx, l, reinterpret_cast<const uint16_t*>(v), Ev, pf);
+void softmax_accumulate_rows(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
+                             const BFloat16* v, int64_t Ev, const Prefetch& pf) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxAccumulateRowsBF16)(acc, s, rows, n, mx, l, corr, reinterpret_cast<const uint16_t*>(v), Ev,
+                                                  pf);
 }
 void online_softmax(float* s, int64_t rows, int64_t cols, int64_t ld, float* mx, float* l, float* corr) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmax)(s, rows, cols, ld, mx, l, corr);

@@ -580,6 +580,9 @@ TEST(FlexAttention, BFloat16CacheDecodeMatchesFloat64) {
       // query row 0 sees only keys 0-39, so every run after the gap has
       // nothing visible to it, and its state (acc, max, sum) must stay.
       auto gap = [](int64_t, int64_t, int64_t qi, int64_t kv) { return kv < 40 || (qi > 0 && kv >= 100); };
+      const auto full = create_block_mask(NoopMask{}, 1, 1, L, S, 32);
+      const auto wm = create_block_mask(window, 1, 1, L, S, 32);
+      const auto gm = create_block_mask(gap, 1, 1, L, S, 32);
       for (int64_t parts : {0, 1, 3}) {
         FlexOptions o;
         o.enable_gqa = true, o.return_lse = true, o.kv_partitions = parts;
@@ -593,9 +596,9 @@ TEST(FlexAttention, BFloat16CacheDecodeMatchesFloat64) {
           expect_close(got.out, values(ref.out), 1e-2, 1e-2, what + " " + mask_name + " out");
           expect_close(got.lse, values(ref.lse), 1e-5, 1e-5, what + " " + mask_name + " lse");
         };
-        check("full", create_block_mask(NoopMask{}, 1, 1, L, S, 32));
-        check("window", create_block_mask(window, 1, 1, L, S, 32));
-        check("gap", create_block_mask(gap, 1, 1, L, S, 32));
+        check("full", full);
+        check("window", wm);
+        check("gap", gm);
       }
     }
 }
