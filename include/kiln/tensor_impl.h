@@ -77,6 +77,18 @@ struct ShapeText {
 };
 inline ShapeText shape_text(const Shape& sizes) { return {sizes}; }
 std::ostream& operator<<(std::ostream& os, ShapeText t);
-int64_t shape_numel(const Shape& sizes);
+// Note [Checked sizes]
+// Every allocation, view and loader computes element counts and byte sizes
+// through these, never by multiplying sizes itself: a negative size or a
+// count or byte size that does not fit in int64 is a kiln::Error naming `op`
+// and the shape, where an unchecked product would wrap to a small or negative
+// number and a kernel would write past the buffer it sized from it.
+int64_t shape_numel(const Shape& sizes, const char* op = "numel");
+// numel x element size, checked the same way.
+size_t shape_nbytes(const Shape& sizes, DType dtype, const char* op);
+// Bytes from the storage's start to one past the last element a layout
+// (sizes, strides, offset in elements) can reach: 0 for no elements. Negative
+// strides or offsets are refused.
+size_t layout_extent_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, DType dtype, const char* op);
 
 }  // namespace kiln

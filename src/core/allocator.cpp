@@ -46,19 +46,29 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kCacheMin = 64 << 10;
 constexpr size_t kPage = 4096;
+// 2^57 bytes: beyond the address space of any x86-64 or AArch64 machine
+// (57 bits with 5-level paging), and far from wrapping any size class.
+constexpr size_t kMaxBytes = size_t{1} << 57;
 
 thread_local bool unwritten_allocations = false;
 
-#if defined(__SANITIZE_ADDRESS__)
+// GCC defines __SANITIZE_ADDRESS__, clang only answers __has_feature.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(KILN_ASAN)
 constexpr bool kCacheEnabled = false;
 #else
 constexpr bool kCacheEnabled = true;
 #endif
 
-// Smallest of 2^k, 1.25 * 2^k, 1.5 * 2^k, 1.75 * 2^k that holds n.
+// Smallest of 2^k, 1.25 * 2^k, 1.5 * 2^k, 1.75 * 2^k that holds n
+// (n <= kMaxBytes, so 2^(k+1) cannot wrap).
 size_t size_class(size_t n) {
   size_t p = kCacheMin;
-  while (p * 2 <= n) p *= 2;
+  while (p <= n / 2) p *= 2;
   for (size_t q = 0; q <= 4; ++q) {
     const size_t c = p + q * (p / 4);
     if (c >= n) return c;
@@ -132,6 +142,7 @@ UnwrittenAllocations::~UnwrittenAllocations() { unwritten_allocations = prev_; }
 
 void* allocate(size_t nbytes) {
   if (nbytes == 0) nbytes = kAlign;
+  check(nbytes <= kMaxBytes, "empty", "cannot allocate ", nbytes, " bytes: more than any machine's address space");
   if (nbytes < kCacheMin) return small_alloc(nbytes);
   if (!kCacheEnabled) return raw_alloc(nbytes);
   const size_t c = size_class(nbytes);

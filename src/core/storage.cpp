@@ -7,6 +7,7 @@
 
 #include "kiln/error.h"
 #include "kiln/tensor_impl.h"
+#include "kiln/dtype.h"
 
 namespace kiln {
 
@@ -23,10 +24,45 @@ StorageImpl::~StorageImpl() {
   if (deleter_) deleter_(data_);
 }
 
-int64_t shape_numel(const Shape& sizes) {
+int64_t shape_numel(const Shape& sizes, const char* op) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  bool overflow = false, any_zero = false;
+  for (int64_t s : sizes) {
+    check(s >= 0, op, "negative dimension ", s, " in size ", shape_text(sizes));
+    overflow |= __builtin_mul_overflow(n, s, &n);
+    any_zero |= s == 0;
+  }
+  // A zero anywhere makes the product 0 whatever overflowed before it.
+  if (any_zero) return 0;
+  check(!overflow, op, "shape ", shape_text(sizes), " has more elements than fit in int64");
   return n;
+}
+
+size_t shape_nbytes(const Shape& sizes, DType dtype, const char* op) {
+  int64_t bytes = 0;
+  check(!__builtin_mul_overflow(shape_numel(sizes, op), static_cast<int64_t>(element_size(dtype)), &bytes), op,
+        "shape ", shape_text(sizes), " of dtype ", dtype, " needs more bytes than fit in int64");
+  return static_cast<size_t>(bytes);
+}
+
+size_t layout_extent_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, DType dtype, const char* op) {
+  check(sizes.size() == strides.size(), op, "got ", sizes.size(), " sizes but ", strides.size(), " strides");
+  check(offset >= 0, op, "negative storage offset ", offset);
+  if (shape_numel(sizes, op) == 0) return 0;
+  int64_t last = offset;  // index of the element farthest from the start
+  bool overflow = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    check(strides[i] >= 0, op, "negative stride ", strides[i], " in strides ", shape_text(strides));
+    int64_t step = 0;
+    overflow |= __builtin_mul_overflow(sizes[i] - 1, strides[i], &step);
+    overflow |= __builtin_add_overflow(last, step, &last);
+  }
+  int64_t bytes = 0;
+  overflow |= __builtin_add_overflow(last, 1, &last);
+  overflow |= __builtin_mul_overflow(last, static_cast<int64_t>(element_size(dtype)), &bytes);
+  check(!overflow, op, "sizes ", shape_text(sizes), " with strides ", shape_text(strides), " and offset ", offset,
+        " reach past int64 bytes");
+  return static_cast<size_t>(bytes);
 }
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }

@@ -180,8 +180,13 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   if (op.kind == OpKind::View) {
     std::vector<Tensor> views;
     for (TensorMeta& m : metas) {
-      auto impl = std::make_shared<TensorImpl>();
       const TensorImpl* base = inputs[0].impl();
+      // Note [Checked sizes]: a view never reaches past its storage.
+      const size_t reach = layout_extent_nbytes(m.sizes, m.strides, m.storage_offset, base->dtype, op.name.c_str());
+      check(reach <= base->storage->nbytes(), op.name.c_str(), "a view of size ", shape_text(m.sizes), ", stride ",
+            shape_text(m.strides), " and offset ", m.storage_offset, " needs ", reach, " bytes but the storage holds ",
+            base->storage->nbytes());
+      auto impl = std::make_shared<TensorImpl>();
       impl->storage = base->storage;
       impl->version = base->version;
       impl->dtype = base->dtype;
@@ -200,6 +205,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   // out= tensors that share memory with an input in another layout would be
   // read after being written; those get a temporary and a copy at the end.
   std::vector<std::pair<Tensor, Tensor>> copy_back;
+  for (const TensorMeta& m : metas) shape_nbytes(m.sizes, m.dtype, op.name.c_str());  // Note [Checked sizes]
   if (out.empty()) {
     for (const TensorMeta& m : metas) outputs.push_back(empty(m.sizes, m.dtype));
   } else {

@@ -1,13 +1,17 @@
 // The byte-level tokenizer and TextDataset: documents are deduplicated and
 // assigned whole to train or validation, so validation text is never seen
 // in training (fortune files repeat some fortunes verbatim).
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
 
+#include "io/files.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 
@@ -30,11 +34,18 @@ std::string decode(const std::vector<int64_t>& tokens) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  check(f.good(), "read_file", "cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  const detail::RegularFile file(path, "read_file");
+  std::string out(file.size(), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t r = ::read(file.fd(), out.data() + got, out.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    check(r >= 0, "read_file", "reading '", path, "' failed: ", std::strerror(errno));
+    if (r == 0) break;  // the file shrank while we read it
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
 }
 
 TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t seed, const std::string& separator) {

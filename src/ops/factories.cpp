@@ -49,7 +49,7 @@ Tensor wrapped_number_as(const Tensor& x, DType dt) {
 }
 
 Tensor make_factory(const OpDef& op, Shape size, DType dtype, Attrs a = {}) {
-  for (int64_t s : size) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_text(size));
+  shape_nbytes(size, dtype, op.name.c_str());
   a.set("size", std::move(size));
   a.set("dtype", dtype);
   return dispatch1(op, std::span<const Tensor>(), a);
@@ -80,9 +80,9 @@ const Tensor& Tensor::fill_(Scalar v) const {
 const Tensor& Tensor::zero_() const { return fill_(0); }
 
 Tensor empty(Shape sizes, DType dtype) {
-  for (int64_t s : sizes) check(s >= 0, "empty", "negative dimension ", s, " in size ", ops::shape_text(sizes));
+  const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(shape_numel(sizes)) * element_size(dtype));
+  impl->storage = std::make_shared<StorageImpl>(nbytes);
   impl->strides = contiguous_strides(sizes);
   impl->sizes = std::move(sizes);
   impl->dtype = dtype;
@@ -90,15 +90,9 @@ Tensor empty(Shape sizes, DType dtype) {
 }
 
 Tensor empty_strided(Shape sizes, Shape strides, DType dtype) {
-  check(sizes.size() == strides.size(), "empty_strided", "got ", sizes.size(), " sizes but ", strides.size(), " strides");
-  int64_t extent = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    check(sizes[i] >= 0 && strides[i] >= 0, "empty_strided", "sizes and strides must be non-negative");
-    if (sizes[i] == 0) extent = 0;
-  }
-  if (extent) for (size_t i = 0; i < sizes.size(); ++i) extent += (sizes[i] - 1) * strides[i];
+  const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "empty_strided");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(extent) * element_size(dtype));
+  impl->storage = std::make_shared<StorageImpl>(nbytes);
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->dtype = dtype;
@@ -131,7 +125,11 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
   const bool any_float = start.kind() == Scalar::Kind::Float || end.kind() == Scalar::Kind::Float ||
                          step.kind() == Scalar::Kind::Float;
   const DType t = dtype.value_or(any_float ? default_dtype() : kInt64);
-  const int64_t n = static_cast<int64_t>(std::ceil((e - s) / st));
+  const double count = std::ceil((e - s) / st);
+  // 2^63 is exact in double; anything at or above it (or NaN) is no int64.
+  check(count >= 0 && count < 9223372036854775808.0, "arange", "start ", s, ", end ", e, " and step ", st,
+        " give ", count, " elements, which is not a valid size");
+  const int64_t n = static_cast<int64_t>(count);
   return make_factory(kArange, {n}, t, {{"start", s}, {"step", st}});
 }
 
@@ -151,12 +149,9 @@ Tensor from_blob(void* data, Shape sizes, DType dtype, std::function<void(void*)
 }
 
 Tensor from_blob(void* data, Shape sizes, Shape strides, DType dtype, std::function<void(void*)> deleter) {
-  check(sizes.size() == strides.size(), "from_blob", "got ", sizes.size(), " sizes but ", strides.size(), " strides");
-  int64_t extent = 1;
-  for (size_t i = 0; i < sizes.size(); ++i) extent += (sizes[i] - 1) * strides[i];
+  const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "from_blob");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(data, static_cast<size_t>(std::max<int64_t>(extent, 0)) * element_size(dtype),
-                                                std::move(deleter));
+  impl->storage = std::make_shared<StorageImpl>(data, nbytes, std::move(deleter));
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->dtype = dtype;

@@ -35,7 +35,7 @@ Attrs draw(int64_t n) {
 }
 
 Tensor random_tensor(const OpDef& op, Shape sizes, DType dtype, Attrs a) {
-  for (int64_t s : sizes) check(s >= 0, op.name.c_str(), "negative dimension ", s, " in size ", ops::shape_text(sizes));
+  shape_nbytes(sizes, dtype, op.name.c_str());  // before any counters are drawn
   Attrs d = draw(shape_numel(sizes));
   for (auto& [k, v] : d.items()) a.set(k, v);
   a.set("size", std::move(sizes));

@@ -195,17 +195,12 @@ std::vector<TensorMeta> as_strided_shape(std::span<const Tensor> in, const Attrs
   const Shape& size = a.get_shape("size");
   const Shape& stride = a.get_shape("stride");
   const int64_t off = a.get_int("storage_offset");
-  check(size.size() == stride.size(), "as_strided", "mismatch in length of strides and shape");
-  int64_t last = off;
-  bool empty_view = false;
-  for (size_t i = 0; i < size.size(); ++i) {
-    check(size[i] >= 0 && stride[i] >= 0, "as_strided", "sizes and strides must be non-negative");
-    empty_view = empty_view || size[i] == 0;
-    last += (size[i] - 1) * stride[i];
-  }
-  const int64_t capacity = static_cast<int64_t>(t.impl()->storage->nbytes() / t.element_size());
-  check(off >= 0 && (empty_view || last < capacity), "as_strided", "view of size ", shape_text(size), " and stride ",
-        shape_text(stride), " at offset ", off, " needs ", last + 1, " elements but the storage has ", capacity);
+  // Note [Checked sizes]; the dispatcher checks every view the same way, this
+  // says it in elements, as as_strided's arguments are.
+  const size_t need = layout_extent_nbytes(size, stride, off, t.dtype(), "as_strided") / t.element_size();
+  const size_t capacity = t.impl()->storage->nbytes() / t.element_size();
+  check(need <= capacity, "as_strided", "view of size ", shape_text(size), " and stride ", shape_text(stride),
+        " at offset ", off, " needs ", need, " elements but the storage has ", capacity);
   return {{size, t.dtype(), stride, off}};
 }
 

@@ -1,5 +1,9 @@
 // safetensors round trips, a file built by hand from the format's spec, and
 // every kind of malformed file. Also the tokenizer and dataset split.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +111,114 @@ TEST(Safetensors, MalformedFilesAreErrors) {
   expect_error([&] { io::parse_safetensors(header_bytes(R"({"__metadata__":{"k":1}})", "")); },
                {"[safetensors]", "not a string"});
   expect_error([] { io::load_safetensors("/nonexistent/x.safetensors"); }, {"[safetensors]", "cannot open"});
+}
+
+// The header and data of a file, written to a temporary path for the mapped loader.
+std::string write_temp(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Both readers (from memory, and the file mapping) refuse `bytes` with every needle.
+void expect_both_refuse(const std::string& bytes, const std::vector<std::string>& needles) {
+  expect_error([&] { io::parse_safetensors(bytes); }, needles);
+  const std::string path = write_temp("refused.safetensors", bytes);
+  expect_error([&] { io::load_safetensors(path); }, needles);
+}
+
+TEST(Safetensors, SizesThatOverflowAreRefused) {
+  // The 80-byte file whose 2^62 float32 elements wrapped to 0 bytes and loaded.
+  const std::string f80 = header_bytes(R"({"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", "");
+  ASSERT_EQ(f80.size(), 80u);
+  expect_both_refuse(f80, {"[safetensors]", "[4611686018427387904]", "float32", "bytes"});
+  expect_both_refuse(header_bytes(R"({"x":{"dtype":"U8","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})", ""),
+                     {"[safetensors]", "[1099511627776, 1099511627776]", "int64"});
+  // Entries at or above 2^63 are no int64 (the mapped path used to read them as negative sizes).
+  expect_both_refuse(header_bytes(R"({"x":{"dtype":"U8","shape":[9223372036854775808, 0],"data_offsets":[0,0]}})", ""),
+                     {"[safetensors]", "9223372036854775808", "not a valid size"});
+  expect_both_refuse(header_bytes(R"({"x":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,0]}})", ""),
+                     {"[safetensors]", "shape of 'x'"});
+}
+
+TEST(Safetensors, RefusesWhatTheFormatForbids) {
+  const std::string data(8, '\0');
+  const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  expect_both_refuse(header_bytes("{" + a + R"(,"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", data),
+                     {"[safetensors]", "tensor 'a' appears twice"});
+  expect_both_refuse(header_bytes(R"({"__metadata__":{"k":"1"},"__metadata__":{"k":"2"},)" + a + "}", data),
+                     {"[safetensors]", "__metadata__ appears twice"});
+  expect_both_refuse(header_bytes(R"({"__metadata__":{"k":"1","k":"2"},)" + a + "}", data),
+                     {"[safetensors]", "key 'k' appears twice"});
+  expect_both_refuse(header_bytes(R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data),
+                     {"[safetensors]", "field 'dtype' twice"});
+  expect_both_refuse(header_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", data),
+                     {"[safetensors]", "unknown field 'x'"});
+  expect_both_refuse(header_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4,8]}})", data),
+                     {"[safetensors]", "two non-negative integers"});
+  expect_both_refuse(header_bytes(R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", data),
+                     {"[safetensors]", "shape of 'a'"});
+  expect_both_refuse(header_bytes("\xEF\xBB\xBF{" + a + "}", data), {"[safetensors]", "starting with '{'"});
+  // BOOL bytes other than 0 and 1.
+  expect_both_refuse(header_bytes(R"({"b":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\1\0\2", 3)),
+                     {"[safetensors]", "BOOL tensor 'b'", "byte 2 at element 2"});
+  EXPECT_EQ(values(io::parse_safetensors(header_bytes(R"({"b":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
+                                                      std::string("\1\0\1", 3))).tensors.at("b")),
+            std::vector<double>({1, 0, 1}));
+  // A header length over the reference implementation's 100 MB cap, before the file size is even compared.
+  std::string huge(16, '\0');
+  const uint64_t n = 100'000'001;
+  for (int i = 0; i < 8; ++i) huge[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  expect_both_refuse(huge, {"[safetensors]", "100000001", "limit"});
+}
+
+TEST(Safetensors, OnlyRegularFilesAreRead) {
+  const std::string dir = ::testing::TempDir() + "/a_directory";
+  std::filesystem::create_directories(dir);
+  expect_error([&] { io::load_safetensors(dir); }, {"[safetensors]", "is a directory"});
+  expect_error([&] { io::read_file(dir); }, {"[read_file]", "is a directory"});
+  const std::string fifo = ::testing::TempDir() + "/a_fifo";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Without a writer, opening a FIFO used to block forever.
+  expect_error([&] { io::load_safetensors(fifo); }, {"[safetensors]", "is a FIFO"});
+  expect_error([&] { io::read_file(fifo); }, {"[read_file]", "is a FIFO"});
+  std::filesystem::remove(fifo);
+}
+
+TEST(Safetensors, SavesRemoveTemporariesOfDeadWritersOnly) {
+  const std::string path = ::testing::TempDir() + "/tmpclean.safetensors";
+  // A pid that has run and ended: a child that exited and was reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = path + ".tmp." + std::to_string(child) + ".1234";
+  const std::string live = path + ".tmp." + std::to_string(::getpid()) + ".5678";
+  const std::string other = path + ".tmpx." + std::to_string(child) + ".1";
+  for (const auto& p : {dead, live, other}) std::ofstream(p) << "partial";
+  io::save_safetensors(path, {{"a", ones({2})}});
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(live));   // maybe a save in progress
+  EXPECT_TRUE(std::filesystem::exists(other));  // not one of ours
+  EXPECT_EQ(values(io::load_safetensors(path).tensors.at("a")), std::vector<double>({1, 1}));
+  for (const auto& p : {live, other}) std::filesystem::remove(p);
+}
+
+TEST(Safetensors, ASymlinkBesideTheCheckpointIsNeverFollowed) {
+  // Whatever names an attacker plants, the save creates its own new file
+  // (O_EXCL | O_NOFOLLOW) and the target of a planted link is untouched.
+  const std::string path = ::testing::TempDir() + "/linked.safetensors";
+  const std::string victim = ::testing::TempDir() + "/victim.txt";
+  std::ofstream(victim) << "precious";
+  for (int i = 0; i < 64; ++i) {
+    const std::string planted = path + ".tmp." + std::to_string(::getpid() + i);
+    std::filesystem::remove(planted);
+    std::filesystem::create_symlink(victim, planted);
+  }
+  io::save_safetensors(path, {{"a", ones({2})}});
+  EXPECT_EQ(io::read_file(victim), "precious");
+  for (int i = 0; i < 64; ++i) std::filesystem::remove(path + ".tmp." + std::to_string(::getpid() + i));
 }
 
 TEST(Text, TokenizerRoundTripsAndDatasetSplitsByDocument) {

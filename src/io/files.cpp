@@ -1,0 +1,120 @@
+// Note [Atomic saves]
+// A save writes `<path>.tmp.<pid>.<random>`, fsyncs it, renames it over
+// `<path>` and fsyncs the directory, so a reader (or a crash at any point)
+// sees the old file or the new one, never a torn one. The temporary is
+// created with O_CREAT | O_EXCL | O_NOFOLLOW: a file or symlink already at
+// that name is never opened, let alone truncated or followed, and the
+// random part makes the name unguessable. A writer killed mid-save leaves
+// its temporary behind; the next save of the same path removes every
+// temporary whose pid no longer runs (a live pid may be another process
+// saving right now, so its file is left alone).
+#include "io/files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "kiln/error.h"
+
+namespace kiln::io::detail {
+namespace {
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  return "a special file";
+}
+
+// "dir" and "base" of a path ("." for a bare name).
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// Removes `<base>.tmp.<pid>.*` in dir for pids that no longer run.
+void remove_dead_temporaries(const std::string& dir, const std::string& base) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  const std::string prefix = base + ".tmp.";
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '.') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlinkat(::dirfd(d), name.c_str(), 0);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
+RegularFile::RegularFile(const std::string& path, const char* op) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  check(fd_ >= 0, op, "cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  const bool stat_ok = ::fstat(fd_, &st) == 0;
+  if (!stat_ok || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fail(op, "'", path, "' is ", stat_ok ? file_kind(st.st_mode) : "unreadable", ", not a regular file");
+  }
+  size_ = static_cast<size_t>(st.st_size);
+}
+
+RegularFile::~RegularFile() { ::close(fd_); }
+
+void write_all(int fd, const void* data, size_t n, const std::string& path, const char* op) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) fail(op, "writing '", path, "' failed: ", std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void write_atomically(const std::string& path, const char* op, const std::function<void(int fd)>& write) {
+  const auto [dir, base] = split_path(path);
+  remove_dead_temporaries(dir, base);
+  std::random_device entropy;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(entropy());
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  check(fd >= 0, op, "cannot create a temporary file beside '", path, "': ", std::strerror(errno));
+  try {
+    write(fd);
+    check(::fsync(fd) == 0, op, "fsync of '", tmp, "' failed: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(op, "cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
+  }
+  // Make the rename itself durable.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace kiln::io::detail

@@ -1,0 +1,37 @@
+// File access shared by the readers and writers of src/io/: opening only
+// regular files (a FIFO or a device would block or stream forever) and
+// writing a file atomically through a safely created temporary.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace kiln::io::detail {
+
+// An open read-only descriptor of a regular file, closed on destruction.
+// Opened without blocking, so a FIFO is refused instead of waiting for a
+// writer; a directory, FIFO, socket or device is a kiln::Error naming `op`.
+class RegularFile {
+ public:
+  RegularFile(const std::string& path, const char* op);
+  ~RegularFile();
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+  int fd() const { return fd_; }
+  size_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  size_t size_ = 0;
+};
+
+// Writes `path` atomically: `write(fd)` fills a new temporary file beside it
+// (created with O_EXCL | O_NOFOLLOW under an unpredictable name, so nothing
+// planted there is followed or reused), which is fsynced and renamed over
+// `path`. Temporaries of the same path left by writers that died (their pid
+// no longer runs) are removed first. See Note [Atomic saves] in files.cpp.
+void write_atomically(const std::string& path, const char* op, const std::function<void(int fd)>& write);
+
+// write(2) until all n bytes are out; errors name `op` and `path`.
+void write_all(int fd, const void* data, size_t n, const std::string& path, const char* op);
+
+}  // namespace kiln::io::detail
