@@ -16,8 +16,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kiln/error.h"
@@ -150,42 +152,60 @@ int default_threads() {
   return hw == 0 ? 1 : static_cast<int>(hw);
 }
 
+// Note [Resizing the pool]
+// set_num_threads replaces the pool while other threads may be inside
+// parallel_for on the old one. Each parallel_for therefore holds a
+// shared_ptr to the pool it runs on, and the old pool is destroyed (its
+// workers joined) by whichever of set_num_threads or the last such caller
+// lets go of it last. A worker never holds one: a parallel_for inside a
+// task runs serially before it would look up the pool, so no worker can
+// end up joining itself.
 std::mutex pool_mu;
-std::unique_ptr<ThreadPool>& pool_slot() {
-  static std::unique_ptr<ThreadPool> pool;
+std::shared_ptr<ThreadPool>& pool_slot() {
+  static std::shared_ptr<ThreadPool> pool;
   return pool;
 }
 
 // Every pool, the default one or one of set_num_threads, comes with
 // OpenBLAS set to one thread (Note [One thread pool] in matmul_kernel.cpp).
-std::unique_ptr<ThreadPool> make_pool(int n) {
+std::shared_ptr<ThreadPool> make_pool(int n) {
   openblas_set_num_threads(1);
-  return std::make_unique<ThreadPool>(n);
+  return std::make_shared<ThreadPool>(n);
 }
 
-ThreadPool& pool() {
+std::shared_ptr<ThreadPool> pool() {
   std::lock_guard<std::mutex> lock(pool_mu);
   auto& p = pool_slot();
   if (!p) p = make_pool(default_threads());
-  return *p;
+  return p;
 }
 
 }  // namespace
 
 void set_num_threads(int n) {
   check(n >= 1, "set_num_threads", "expected a thread count >= 1 but got ", n);
-  std::lock_guard<std::mutex> lock(pool_mu);
-  pool_slot() = make_pool(n);
+  std::shared_ptr<ThreadPool> fresh = make_pool(n), old;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    old = std::exchange(pool_slot(), std::move(fresh));
+  }
+  // `old` is released here, outside the lock: if no parallel_for still runs
+  // on it, its workers are joined now, else by the last caller to finish.
 }
 
-int get_num_threads() { return pool().threads(); }
+int get_num_threads() { return pool()->threads(); }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (end <= begin) return;
+  if (in_parallel_region) {  // before the pool is looked up: Note [Resizing the pool]
+    fn(begin, end);
+    return;
+  }
   grain = std::max<int64_t>(grain, 1);
   const int64_t n = end - begin;
-  ThreadPool& p = pool();
-  if (in_parallel_region || p.threads() == 1 || n < 2 * grain) {
+  const std::shared_ptr<ThreadPool> held = pool();
+  ThreadPool& p = *held;
+  if (p.threads() == 1 || n < 2 * grain) {
     fn(begin, end);
     return;
   }
