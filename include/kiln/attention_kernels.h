@@ -382,6 +382,8 @@ bool decode_eligible(const Shapes& s, const BlockMask<MaskMod>& m, int64_t reque
 template <class MaskMod>
 int64_t decode_partitions(const Shapes& s, const BlockMask<MaskMod>& m, int64_t requested) {
   if (requested > 0) return requested;
+  // An empty batch or mask has no work to split (and nothing to divide by).
+  if (s.B * s.Hkv == 0 || m.kv_num_blocks.numel() == 0) return 1;
   const int64_t blocks = m.kv_num_blocks.template data_ptr<int32_t>()[0] + m.full_kv_num_blocks.template data_ptr<int32_t>()[0];
   const int64_t want = (4 * get_num_threads() + s.B * s.Hkv - 1) / (s.B * s.Hkv);
   return std::max<int64_t>(1, std::min(want, blocks / 4));
@@ -715,6 +717,12 @@ void op_forward_typed(const OpCall& c) {
   T* out = c.outputs[0].data_ptr<T>();
   T* lse = c.outputs[1].data_ptr<T>();
   Shapes s = check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt);  // sizes only
+  if (c.outputs[0].numel() == 0) return;  // an empty batch, head or query set: nothing to do
+  if (s.S == 0) {  // no keys: every row attends to nothing, as a fully masked row
+    c.outputs[0].zero_();
+    c.outputs[1].fill_(-std::numeric_limits<double>::infinity());
+    return;
+  }
   s.o_st = row_strides(out_bhle);
   if constexpr (std::is_same_v<T, float>) {
     // Only decoding needs contiguous operands; the tiled kernel reads rows
@@ -740,6 +748,10 @@ void op_backward_typed(const OpCall& c) {
   std::vector<Tensor> in;
   for (size_t i = 0; i < 6; ++i) in.push_back(i == 4 ? c.inputs[i].contiguous() : rows_in_place(c.inputs[i]));
   Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
+  if (in[0].numel() == 0 || s.S == 0) {  // nothing attended: no gradient flows
+    for (const Tensor& g : c.outputs) g.zero_();
+    return;
+  }
   s.q_st = row_strides(in[0]), s.k_st = row_strides(in[1]), s.v_st = row_strides(in[2]);
   s.o_st = row_strides(in[3]), s.do_st = row_strides(in[5]);
   // The outputs are (B, L, H, E): the gradients of head views of a (B, L,
@@ -787,6 +799,11 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
       }
       return {r[0], lse_out};
     }
+  }
+  if (s.B * s.Hq * s.L == 0 || s.S == 0) {
+    // (The op above handles these itself.) No rows, or no keys (each row then attends to nothing: out 0, lse -inf,
+    // as a fully masked row). The kernels assume at least one of each.
+    return {zeros({s.B, s.Hq, s.L, s.Ev}, q.dtype()), opt.return_lse ? full({s.B, s.Hq, s.L}, -std::numeric_limits<double>::infinity(), kFloat32) : Tensor{}};
   }
   if constexpr (std::is_same_v<T, float>) {
     const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || learns);

@@ -37,7 +37,7 @@ class CausalSelfAttention : public UnaryModule {
  private:
   int64_t n_head_;
   double dropout_;
-  Tensor causal_;  // (block, block) bool, true above the diagonal
+  int64_t block_size_;
 };
 
 class MLP : public UnaryModule {

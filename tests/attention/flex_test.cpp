@@ -235,6 +235,36 @@ TEST(FlexAttention, FullyMaskedRowsGiveZeroAndMinusInfinity) {
   check_against_dense("shifted causal", in, NoScoreMod{}, bm, {}, 0);
 }
 
+// Empty batches, heads or queries give empty outputs, and no keys give the
+// fully masked row's answer (0, lse -inf), on the op path (stateless mods,
+// with gradients) and the eager one (a capturing mask, bf16 decode); an
+// empty batch used to divide by zero when picking the decode split.
+TEST(FlexAttention, EmptyBatchesQueriesAndKeys) {
+  for (auto [B, L, S] : std::vector<std::array<int64_t, 3>>{{0, 4, 8}, {2, 0, 8}, {2, 4, 0}, {2, 1, 0}, {0, 1, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << B << " L " << L << " S " << S);
+    const Tensor q = randn({B, 2, L, 16}), k = randn({B, 2, S, 16}), v = randn({B, 2, S, 16});
+    const int64_t shift = 1;
+    const auto captured = create_block_mask([shift](int64_t, int64_t, int64_t qi, int64_t kv) { return qi + shift >= kv; },
+                                            1, 1, L, S);
+    const auto causal = create_block_mask(CausalMask{}, 1, 1, L, S);
+    FlexOptions o;
+    o.return_lse = true;
+    const Tensor qg = q.clone().requires_grad_(true);
+    const FlexOutput op = flex_attention(qg, k, v, NoScoreMod{}, causal, o);
+    op.out.sum().backward();
+    const FlexOutput eager = flex_attention(q, k, v, NoScoreMod{}, captured, o);
+    const FlexOutput bf16 = flex_attention(q.to(kBFloat16), k.to(kBFloat16), v.to(kBFloat16), NoScoreMod{}, captured);
+    for (const Tensor& out : {op.out, eager.out, bf16.out}) {
+      EXPECT_EQ(out.sizes(), Shape({B, 2, L, 16}));
+      for (double x : values(out)) EXPECT_EQ(x, 0.0);
+    }
+    for (const Tensor& lse : {op.lse, eager.lse})
+      for (double x : values(lse)) EXPECT_EQ(x, -kInf);
+    ASSERT_TRUE(qg.grad().defined());
+    for (double x : values(qg.grad())) EXPECT_EQ(x, 0.0);
+  }
+}
+
 TEST(FlexAttention, LowPrecisionAndScaleOption) {
   manual_seed(43);
   for (DType dt : {kFloat32, kBFloat16, kFloat16}) {

@@ -196,6 +196,32 @@ TEST(GPT, CausalAndCheckpointRoundTripIsBitIdentical) {
   EXPECT_EQ(values(other.generate(x.slice(0, 0, 1), 5, 0.0)), values(g));  // greedy is deterministic
 }
 
+TEST(GPT, EmptyBatchesAndSequences) {
+  nn::GPTConfig c;
+  c.n_layer = 1, c.block_size = 16, c.n_embd = 32, c.n_head = 2;
+  nn::GPT g(c);
+  EXPECT_EQ(g.forward(zeros({0, 4}, kInt64)).sizes(), Shape({0, 4, 256}));
+  EXPECT_EQ(g.forward(zeros({2, 0}, kInt64)).sizes(), Shape({2, 0, 256}));
+  EXPECT_EQ(g.generate(zeros({0, 4}, kInt64), 3).sizes(), Shape({0, 7}));
+  EXPECT_EQ(g.generate(zeros({0, 4}, kInt64), 3, 1.0, 0, false).sizes(), Shape({0, 7}));
+}
+
+TEST(GPT, ConfigsThatCannotBuildAreErrors) {
+  auto with = [](auto set) {
+    nn::GPTConfig c;
+    c.n_layer = 1, c.block_size = 8, c.n_embd = 16, c.n_head = 2;
+    set(c);
+    return c;
+  };
+  expect_error([&] { nn::GPT(with([](auto& c) { c.n_head = 0; })); }, {"[GPT]", "n_head", "0"});
+  expect_error([&] { nn::GPT(with([](auto& c) { c.n_layer = -1; })); }, {"[GPT]", "n_layer", "-1"});
+  expect_error([&] { nn::GPT(with([](auto& c) { c.n_embd = 0; })); }, {"[GPT]", "n_embd"});
+  expect_error([&] { nn::GPT(with([](auto& c) { c.block_size = 0; })); }, {"[GPT]", "block_size"});
+  expect_error([&] { nn::GPT(with([](auto& c) { c.vocab_size = 0; })); }, {"[GPT]", "vocab_size"});
+  expect_error([&] { nn::GPT(with([](auto& c) { c.n_embd = 15; })); }, {"[GPT]", "multiple of n_head"});
+  expect_error([&] { nn::GPT(with([](auto& c) { c.dropout = 1.5; })); }, {"[GPT]", "dropout"});
+}
+
 TEST(GPT, GenerationWithTheKVCacheGivesTheSameTokens) {
   manual_seed(36);
   nn::GPT model(tiny());

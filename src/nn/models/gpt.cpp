@@ -21,6 +21,19 @@ namespace {
 // training step 3% less flex_attention time, alternating builds).
 constexpr int64_t kAttentionBlock = 64;
 
+// Every field in range before any member is built from it (a zero n_head
+// used to divide by zero, a negative n_layer to build nothing).
+const GPTConfig& validated(const GPTConfig& c) {
+  check(c.vocab_size >= 1, "GPT", "vocab_size must be >= 1 but got ", c.vocab_size);
+  check(c.block_size >= 1, "GPT", "block_size must be >= 1 but got ", c.block_size);
+  check(c.n_layer >= 0, "GPT", "n_layer must be >= 0 but got ", c.n_layer);
+  check(c.n_head >= 1, "GPT", "n_head must be >= 1 but got ", c.n_head);
+  check(c.n_embd >= 1, "GPT", "n_embd must be >= 1 but got ", c.n_embd);
+  check(c.n_embd % c.n_head == 0, "GPT", "n_embd (", c.n_embd, ") must be a multiple of n_head (", c.n_head, ")");
+  check(c.dropout >= 0 && c.dropout < 1, "GPT", "dropout must be in [0, 1) but got ", c.dropout);
+  return c;
+}
+
 void gpt2_init(Linear& l, double std) {
   init::normal_(l.weight, 0.0, std);
   if (l.bias.defined()) init::zeros_(l.bias);
@@ -29,13 +42,12 @@ void gpt2_init(Linear& l, double std) {
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& c)
-    : qkv(c.n_embd, 3 * c.n_embd), proj(c.n_embd, c.n_embd), n_head_(c.n_head), dropout_(c.dropout) {
-  check(c.n_embd % c.n_head == 0, "GPT", "n_embd (", c.n_embd, ") must be a multiple of n_head (", c.n_head, ")");
+    : qkv(validated(c).n_embd, 3 * c.n_embd), proj(c.n_embd, c.n_embd), n_head_(c.n_head), dropout_(c.dropout),
+      block_size_(c.block_size) {
   register_module("qkv", &qkv);
   register_module("proj", &proj);
   gpt2_init(qkv, 0.02);
   gpt2_init(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
-  causal_ = triu(ones({c.block_size, c.block_size}), 1) > 0;
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
@@ -52,7 +64,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
     return proj(y);
   }
   Tensor att = matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  att = masked_fill(att, causal_.slice(0, 0, T).slice(1, 0, T), -std::numeric_limits<double>::infinity());
+  att = masked_fill(att, triu(ones({T, T}), 1) > 0, -std::numeric_limits<double>::infinity());
   att = dropout(softmax(att, -1), dropout_, is_training());
   const Tensor y = matmul(att, v).transpose(1, 2).reshape({B, T, C});
   return dropout(proj(y), dropout_, is_training());
@@ -60,7 +72,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
-  const int64_t start = cache.len, block = causal_.size(0);
+  const int64_t start = cache.len, block = block_size_;
   check(start + T <= block, "GPT", "KV cache holds ", block, " positions but ", start + T, " were asked");
   if (cache.k.size() <= layer) {
     cache.k.resize(layer + 1), cache.v.resize(layer + 1);
@@ -105,7 +117,7 @@ Tensor Block::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
   return h + mlp(ln2(h));
 }
 
-GPT::GPT(const GPTConfig& c) : wte(c.vocab_size, c.n_embd), wpe(c.block_size, c.n_embd), ln_f(c.n_embd), cfg_(c) {
+GPT::GPT(const GPTConfig& c) : wte(validated(c).vocab_size, c.n_embd), wpe(c.block_size, c.n_embd), ln_f(c.n_embd), cfg_(c) {
   register_module("wte", &wte);
   register_module("wpe", &wpe);
   for (int64_t i = 0; i < c.n_layer; ++i) blocks.push_back(std::make_shared<Block>(c));
