@@ -47,7 +47,7 @@ build: deps $(BUILD)/build.ninja
 # caps it on slower machines), then samples from the checkpoint.
 demo: demo-deps build
 	./$(BUILD)/bin/kiln info
-	./$(BUILD)/bin/kiln train --out $(BUILD)/demo.safetensors --time-limit 285
+	./$(BUILD)/bin/kiln train --out $(BUILD)/demo.safetensors --overwrite --time-limit 285
 	./$(BUILD)/bin/kiln generate --ckpt $(BUILD)/demo.safetensors --prompt "The meaning of life" --tokens 300 --top-k 20
 
 test: build

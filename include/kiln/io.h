@@ -26,21 +26,30 @@ SafetensorsFile parse_safetensors(const std::string& bytes);
 std::vector<int64_t> encode(const std::string& text);
 std::string decode(const std::vector<int64_t>& tokens);
 
-// A corpus of documents split into train and validation by document, after
-// removing exact duplicates, so no text appears on both sides.
+// A corpus of documents split into train and validation after removing
+// exact duplicate documents, so no text appears on both sides. Documents
+// are separated by lines holding only `separator`; an empty separator means
+// "%" (fortune files) when the text has such lines, else the whole text is
+// one document. With at least kMinDocumentsToSplit distinct documents, whole
+// documents go to validation (a seeded shuffle picks val_fraction of them);
+// with fewer (a single book, a licence text), each document is split by
+// position: its last val_fraction to validation, the rest to training.
 class TextDataset {
  public:
-  // Documents are separated by lines holding only `separator` (fortune's "%").
-  TextDataset(const std::string& text, double val_fraction = 0.1, uint64_t seed = 0, const std::string& separator = "%");
+  static constexpr size_t kMinDocumentsToSplit = 10;
+  TextDataset(const std::string& text, double val_fraction = 0.1, uint64_t seed = 0, const std::string& separator = "");
   // (x, y) of shape (batch, context): random windows and the same shifted by one.
   std::pair<Tensor, Tensor> batch(bool validation, int64_t batch, int64_t context) const;
   int64_t train_tokens() const { return static_cast<int64_t>(train_.size()); }
   int64_t val_tokens() const { return static_cast<int64_t>(val_.size()); }
+  int64_t documents() const { return documents_; }
   int64_t duplicates_removed() const { return duplicates_; }
+  bool split_by_position() const { return by_position_; }
 
  private:
   std::vector<int64_t> train_, val_;
-  int64_t duplicates_ = 0;
+  int64_t documents_ = 0, duplicates_ = 0;
+  bool by_position_ = false;
 };
 
 std::string read_file(const std::string& path);

@@ -1,6 +1,7 @@
-// The byte-level tokenizer and TextDataset: documents are deduplicated and
-// assigned whole to train or validation, so validation text is never seen
-// in training (fortune files repeat some fortunes verbatim).
+// The byte-level tokenizer and TextDataset: documents are deduplicated
+// (fortune files repeat some fortunes verbatim) and split into train and
+// validation, whole or by position (see io.h), so validation text is never
+// seen in training.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "io/files.h"
 #include "kiln/error.h"
@@ -48,9 +50,19 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t seed, const std::string& separator) {
-  check(val_fraction > 0 && val_fraction < 1, "TextDataset", "val_fraction must be in (0, 1) but got ", val_fraction);
-  // Split into documents at separator lines.
+namespace {
+
+// The separator to split at: the given one, else "%" if some line is exactly
+// "%" (fortune files), else none (one document).
+std::string separator_for(const std::string& text, const std::string& given) {
+  if (!given.empty()) return given;
+  const bool fortune = text.rfind("%\n", 0) == 0 || text.find("\n%\n") != std::string::npos ||
+                       (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n%") == 0) || text == "%";
+  return fortune ? "%" : "";
+}
+
+std::vector<std::string> split_documents(const std::string& text, const std::string& separator) {
+  if (separator.empty()) return text.empty() ? std::vector<std::string>{} : std::vector<std::string>{text};
   std::vector<std::string> docs;
   std::istringstream in(text);
   std::string line, cur;
@@ -63,24 +75,41 @@ TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t 
     }
   }
   if (!cur.empty()) docs.push_back(cur);
+  return docs;
+}
+
+void append_tokens(std::vector<int64_t>& dst, std::string_view text) {
+  for (char c : text) dst.push_back(static_cast<unsigned char>(c));
+}
+
+}  // namespace
+
+TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t seed, const std::string& separator) {
+  check(val_fraction > 0 && val_fraction < 1, "TextDataset", "val_fraction must be in (0, 1) but got ", val_fraction);
   std::set<std::string> seen;
   std::vector<std::string> unique;
-  for (auto& d : docs) {
+  for (auto& d : split_documents(text, separator_for(text, separator))) {
     if (seen.insert(d).second) unique.push_back(std::move(d));
     else ++duplicates_;
   }
-  check(unique.size() >= 2, "TextDataset", "need at least 2 distinct documents but found ", unique.size());
+  check(!unique.empty(), "TextDataset", "the text holds no document (it is empty, or only separator lines)");
+  documents_ = static_cast<int64_t>(unique.size());
+  by_position_ = unique.size() < kMinDocumentsToSplit;
+  if (by_position_) {
+    for (const std::string& d : unique) {
+      const size_t cut = d.size() - static_cast<size_t>(val_fraction * static_cast<double>(d.size()));
+      append_tokens(train_, std::string_view(d).substr(0, cut));
+      append_tokens(val_, std::string_view(d).substr(cut));
+    }
+    return;
+  }
   // A seeded shuffle decides which documents are validation.
   std::vector<size_t> order(unique.size());
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(seed);
   std::shuffle(order.begin(), order.end(), rng);
   const size_t n_val = std::max<size_t>(1, static_cast<size_t>(val_fraction * static_cast<double>(unique.size())));
-  for (size_t i = 0; i < order.size(); ++i) {
-    auto& dst = i < n_val ? val_ : train_;
-    const auto tok = encode(unique[order[i]]);
-    dst.insert(dst.end(), tok.begin(), tok.end());
-  }
+  for (size_t i = 0; i < order.size(); ++i) append_tokens(i < n_val ? val_ : train_, unique[order[i]]);
 }
 
 std::pair<Tensor, Tensor> TextDataset::batch(bool validation, int64_t batch, int64_t context) const {

@@ -241,3 +241,55 @@ TEST(Text, TokenizerRoundTripsAndDatasetSplitsByDocument) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// Every validation window lies in text that training never saw.
+void expect_disjoint(const io::TextDataset& ds, const std::string& train_text_marker, int64_t context) {
+  for (int i = 0; i < 20; ++i) {
+    auto [x, y] = ds.batch(true, 4, context);
+    const std::string window = io::decode(std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + context));
+    EXPECT_EQ(window.find(train_text_marker), std::string::npos) << window;
+  }
+}
+
+TEST(Text, APlainTextTrainsSplitByPosition) {
+  // One document without separator lines (a licence, a book): its last tenth is validation.
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "line " + std::to_string(i) + " of a plain text file\n";
+  io::TextDataset ds(text, 0.1, 0);
+  EXPECT_TRUE(ds.split_by_position());
+  EXPECT_EQ(ds.documents(), 1);
+  EXPECT_EQ(ds.train_tokens() + ds.val_tokens(), static_cast<int64_t>(text.size()));
+  EXPECT_EQ(ds.val_tokens(), static_cast<int64_t>(text.size() / 10));
+  expect_disjoint(ds, "line 100 ", 32);
+  // The validation part is exactly the tail.
+  const std::string tail = text.substr(text.size() - static_cast<size_t>(ds.val_tokens()));
+  auto [x, y] = ds.batch(true, 1, 16);
+  const std::string w = io::decode(std::vector<int64_t>(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + 16));
+  EXPECT_NE(tail.find(w), std::string::npos);
+}
+
+TEST(Text, SeparatorsFewDocumentsAndDuplicates) {
+  // A custom separator with three documents (one a duplicate): split by position, duplicates removed.
+  std::string text;
+  for (int d = 0; d < 2; ++d) {
+    for (int i = 0; i < 100; ++i) text += "doc " + std::to_string(d) + " sentence " + std::to_string(i) + "\n";
+    text += "=====\n";
+  }
+  text += text.substr(0, text.find("=====\n") + 6);  // document 0 again
+  io::TextDataset ds(text, 0.1, 0, "=====");
+  EXPECT_EQ(ds.documents(), 2);
+  EXPECT_EQ(ds.duplicates_removed(), 1);
+  EXPECT_TRUE(ds.split_by_position());
+  // Without the separator flag it is one document holding the "=====" lines.
+  EXPECT_EQ(io::TextDataset(text, 0.1, 0).documents(), 1);
+  // "%" lines are found without being asked for.
+  EXPECT_EQ(io::TextDataset("a\n%\nb\n%\nc\n", 0.1, 0).documents(), 3);
+  expect_error([] { io::TextDataset("%\n%\n", 0.1, 0); }, {"[TextDataset]", "no document"});
+  expect_error([] { io::TextDataset("", 0.1, 0); }, {"[TextDataset]", "no document"});
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,33 +1,107 @@
 // Checkpoint save/load for the GPT of the main job; see checkpoint.h.
 #include "checkpoint.h"
 
-#include <algorithm>
-#include <filesystem>
+#include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <limits>
+
+#include "kiln/autograd.h"
 #include "kiln/error.h"
+#include "kiln/ops.h"
 
 namespace kiln::cli {
 namespace {
 
-int64_t meta_int(const io::SafetensorsFile& f, const std::string& key) {
+const char* kOp = "checkpoint";
+
+// Note [Checkpoint metadata is untrusted]
+// A checkpoint may come from anywhere. Every metadata field is parsed as a
+// whole decimal integer in its range ("1 junk", "abc", "-0x1" and overflow
+// are errors naming the field), and the config must agree with the tensors
+// actually present (embedding shapes, the number of blocks) before a single
+// module is built, so a lying n_layer or block_size cannot make the loader
+// allocate more than the file itself holds.
+int64_t meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t lo, int64_t hi) {
   auto it = f.metadata.find(key);
-  check(it != f.metadata.end(), "checkpoint", "metadata has no '", key, "': not a kiln train checkpoint");
-  return std::stoll(it->second);
+  check(it != f.metadata.end(), kOp, "metadata has no '", key, "': not a kiln train checkpoint");
+  const std::string& text = it->second;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  check(ec == std::errc() && end == text.data() + text.size() && !text.empty(), kOp, "metadata '", key, "' is \"",
+        text, "\", not an integer");
+  check(v >= lo && v <= hi, kOp, "metadata '", key, "' is ", v, " but must be in [", lo, ", ", hi, "]");
+  return v;
+}
+
+const Tensor& tensor_of(const io::SafetensorsFile& f, const std::string& name) {
+  auto it = f.tensors.find(name);
+  check(it != f.tensors.end(), kOp, "has no tensor '", name, "'");
+  return it->second;
 }
 
 nn::GPTConfig config_of(const io::SafetensorsFile& f) {
+  auto format = f.metadata.find("format");
+  check(format != f.metadata.end() && format->second == "kiln-gpt", kOp,
+        "metadata 'format' is not \"kiln-gpt\": not a kiln train checkpoint");
+  constexpr int64_t kMax = int64_t{1} << 31;
   nn::GPTConfig c;
-  c.vocab_size = meta_int(f, "vocab_size");
-  c.block_size = meta_int(f, "block_size");
-  c.n_layer = meta_int(f, "n_layer");
-  c.n_head = meta_int(f, "n_head");
-  c.n_embd = meta_int(f, "n_embd");
+  c.vocab_size = meta_int(f, "vocab_size", 1, kMax);
+  c.block_size = meta_int(f, "block_size", 1, kMax);
+  c.n_layer = meta_int(f, "n_layer", 1, kMax);
+  c.n_head = meta_int(f, "n_head", 1, kMax);
+  c.n_embd = meta_int(f, "n_embd", 1, kMax);
+  check(c.n_embd % c.n_head == 0, kOp, "metadata n_embd ", c.n_embd, " is not a multiple of n_head ", c.n_head);
+  // The config must describe the tensors present.
+  const Shape wte = tensor_of(f, "model.wte.weight").sizes(), wpe = tensor_of(f, "model.wpe.weight").sizes();
+  check(wte == Shape{c.vocab_size, c.n_embd}, kOp, "model.wte.weight has shape ", shape_str(wte), " but metadata says [",
+        c.vocab_size, ", ", c.n_embd, "]");
+  check(wpe == Shape{c.block_size, c.n_embd}, kOp, "model.wpe.weight has shape ", shape_str(wpe), " but metadata says [",
+        c.block_size, ", ", c.n_embd, "]");
+  int64_t blocks = 0;
+  const std::string prefix = "model.blocks.";
+  for (const auto& [name, t] : f.tensors) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    int64_t i = -1;
+    const char* first = name.data() + prefix.size();
+    const auto [end, ec] = std::from_chars(first, name.data() + name.size(), i);
+    check(ec == std::errc() && *end == '.', kOp, "tensor '", name, "' is not under a numbered block");
+    blocks = std::max(blocks, i + 1);
+  }
+  check(blocks == c.n_layer, kOp, "metadata n_layer is ", c.n_layer, " but the checkpoint holds ", blocks, " blocks");
   return c;
 }
 
 }  // namespace
 
+void check_checkpoint_destination(const std::string& path, bool resume, bool overwrite) {
+  namespace fs = std::filesystem;
+  check(!path.empty(), "train", "--out is empty");
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  std::error_code ec;
+  check(fs::is_directory(dir, ec), "train", "--out '", path, "': directory '", dir.string(), "' does not exist");
+  check(::access(dir.c_str(), W_OK) == 0, "train", "--out '", path, "': directory '", dir.string(),
+        "' is not writable");
+  const fs::file_status status = fs::symlink_status(path, ec);
+  if (!fs::exists(status)) {
+    check(!resume, "train", "--resume: there is no checkpoint at '", path, "'");
+    return;
+  }
+  check(fs::is_regular_file(status), "train", "--out '", path, "' exists and is not a regular file");
+  check(resume || overwrite, "train", "--out '", path,
+        "' already exists: pass --resume to continue it or --overwrite to replace it");
+}
+
 void save_checkpoint(const std::string& path, const nn::GPT& model, const optim::AdamW* opt, const TrainState& st) {
+  {
+    NoGradGuard no_grad;
+    // x * 0 is 0 for every finite x and NaN for inf and NaN: one reduction per tensor.
+    for (const auto& [name, t] : model.state_dict())
+      check(is_floating(t.dtype()) ? sum(t * 0).item<double>() == 0 : true, kOp, "parameter '", name,
+            "' is not finite: not saved, '", path, "' keeps its last finite state");
+  }
   nn::StateDict all;
   for (auto& [k, v] : model.state_dict()) all.emplace("model." + k, v);
   if (opt)
@@ -57,8 +131,8 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st) {
   auto model = std::make_unique<nn::GPT>(config_of(f));
   model->load_state_dict(with_prefix(f, "model."));
   if (st) {
-    st->step = meta_int(f, "step");
-    st->seed = static_cast<uint64_t>(meta_int(f, "seed"));
+    st->step = meta_int(f, "step", 0, std::numeric_limits<int64_t>::max() / 2);
+    st->seed = static_cast<uint64_t>(meta_int(f, "seed", 0, std::numeric_limits<int64_t>::max()));
   }
   return model;
 }

@@ -15,6 +15,13 @@ struct TrainState {
   uint64_t seed = 0;
 };
 
+// Refuses, before any training, a destination that cannot take the
+// checkpoint: a missing or unwritable directory, something not a regular
+// file, an existing checkpoint without --overwrite (or a missing one with
+// --resume).
+void check_checkpoint_destination(const std::string& path, bool resume, bool overwrite);
+// Refuses to write non-finite parameters: a good checkpoint is never
+// replaced by a diverged one.
 void save_checkpoint(const std::string& path, const nn::GPT& model, const optim::AdamW* opt, const TrainState& st);
 // Builds the model from the stored config and loads its weights.
 std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st = nullptr);

@@ -3,6 +3,7 @@
 
 #include "checkpoint.h"
 #include "commands.h"
+#include "flags.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -10,14 +11,13 @@ namespace {
 
 struct GenerateArgs {
   std::string ckpt = "model.safetensors", prompt = "\n";
-  int64_t tokens = 200, top_k = 0;
+  int64_t tokens = 200, top_k = 0, seed = 0;
   double temperature = 0.8;
-  uint64_t seed = 0;
 };
 
 void run(const GenerateArgs& a) {
   check(!a.prompt.empty(), "generate", "the prompt must not be empty");
-  manual_seed(a.seed);
+  manual_seed(static_cast<uint64_t>(a.seed));
   auto model = load_model(a.ckpt);
   model->eval();
   const auto ids = io::encode(a.prompt);
@@ -34,10 +34,10 @@ void add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "sample text from a trained checkpoint");
   cmd->add_option("--ckpt", a->ckpt, "checkpoint written by kiln train");
   cmd->add_option("--prompt", a->prompt, "text to continue");
-  cmd->add_option("--tokens", a->tokens, "bytes to generate");
-  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)");
-  cmd->add_option("--top-k", a->top_k, "sample among the k most likely (0 = all)");
-  cmd->add_option("--seed", a->seed, "random seed");
+  add_int_flag(*cmd, "--tokens", a->tokens, 0, 1 << 24, "bytes to generate");
+  add_real_flag(*cmd, "--temperature", a->temperature, 0, 1e6, "sampling temperature (0 = greedy)");
+  add_int_flag(*cmd, "--top-k", a->top_k, 0, kIntMax, "sample among the k most likely (0 = all)");
+  add_int_flag(*cmd, "--seed", a->seed, 0, kIntMax, "random seed");
   cmd->callback([a] { run(*a); });
 }
 

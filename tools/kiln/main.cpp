@@ -1,8 +1,29 @@
-// `kiln`: the command-line front end of the library.
+// `kiln`: the command-line front end of the library. Whatever goes wrong
+// ends in one line on stderr naming what was wrong and a non-zero exit;
+// nothing escapes as an abort.
 #include <iostream>
+#include <new>
 
 #include "commands.h"
 #include "kiln/error.h"
+
+namespace {
+
+// CLI11 reports an unknown first word as "A subcommand is required".
+bool is_known_subcommand(CLI::App& app, const std::string& word) {
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (sub->check_name(word)) return true;
+  return false;
+}
+
+std::string subcommand_names(CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return names;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: a CPU-first deep-learning framework"};
@@ -11,12 +32,27 @@ int main(int argc, char** argv) {
   kiln::cli::add_demo(app);
   kiln::cli::add_train(app);
   kiln::cli::add_generate(app);
+  if (argc > 1 && argv[1][0] != '-' && !is_known_subcommand(app, argv[1])) {
+    std::cerr << "kiln: unknown command '" << argv[1] << "' (expected one of: " << subcommand_names(app) << ")\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "kiln: " << e.what() << "\n";
+    return e.get_exit_code();
   } catch (const kiln::Error& e) {
     std::cerr << "kiln: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kiln: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: " << e.what() << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << "kiln: failed with an exception that is not a std::exception\n";
     return 1;
   }
   return 0;

@@ -1,26 +1,37 @@
 // `kiln train`: trains the character-level GPT on a text file (default: the
 // fortunes corpus) with AdamW and a warmup + cosine schedule, reporting
 // progress on stderr and validation loss every --eval-every steps.
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
 #include "checkpoint.h"
 #include "commands.h"
+#include "flags.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
 namespace {
 
 struct TrainArgs {
-  std::string data, out = "model.safetensors";
+  std::string data, out = "model.safetensors", separator;
   int64_t layers = 4, heads = 4, width = 128, context = 128, batch = 16, steps = 1300;
-  int64_t eval_every = 100, eval_batches = 16, warmup = 30;
+  int64_t eval_every = 100, eval_batches = 16, warmup = 30, seed = 0, threads = 0;
   double lr = 4e-3, min_lr = 4e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
-  uint64_t seed = 0;
-  int threads = 0;
-  bool resume = false;
+  bool resume = false, overwrite = false;
   bool compile = false;  // the loss (forward and, through it, backward) under kiln::compile
+  std::vector<struct ArchFlag> arch_flags;
+};
+
+// An architecture flag: with --resume, given or not, the checkpoint decides.
+struct ArchFlag {
+  const char* name;
+  const CLI::Option* option;
+  const int64_t* value;
+  int64_t nn::GPTConfig::*field;
 };
 
 double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a) {
@@ -28,7 +39,7 @@ double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a
   model.eval();
   double total = 0;
   for (int64_t i = 0; i < a.eval_batches; ++i) {
-    auto [x, y] = data.batch(true, a.batch, a.context);
+    auto [x, y] = data.batch(true, a.batch, model.config().block_size);
     total += nn::cross_entropy(model.forward(x).view({-1, model.config().vocab_size}), y.view({-1})).item<double>();
   }
   model.train();
@@ -37,21 +48,55 @@ double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a
 
 std::string hms(double s) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  std::snprintf(buf, sizeof buf, "%lldm%02ds", static_cast<long long>(s) / 60, static_cast<int>(std::fmod(s, 60)));
   return buf;
 }
 
+// With --resume the architecture comes from the checkpoint; a flag that says
+// otherwise is refused by name rather than silently ignored.
+void check_resume_flags(const TrainArgs& a, const nn::GPTConfig& c) {
+  for (const ArchFlag& f : a.arch_flags)
+    check(f.option->count() == 0 || *f.value == c.*f.field, "train", f.name, " ", *f.value,
+          " conflicts with the checkpoint '", a.out, "', which has ", c.*f.field,
+          ": drop the flag to resume, or train a new model");
+}
+
+// Prints progress: on a terminal one line rewritten in place, elsewhere
+// (a log file, a pipe) a plain line every few seconds.
+class Progress {
+ public:
+  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
+  void report(int64_t step, int64_t steps, double loss, double tps, double elapsed, double eta, bool force) {
+    if (!tty_ && !force && elapsed - last_ < kPlainEvery) return;
+    last_ = elapsed;
+    std::fprintf(stderr, "%sstep %lld/%lld | loss %.3f | %.0f tok/s | ETA %s%s", tty_ ? "\r" : "",
+                 static_cast<long long>(step), static_cast<long long>(steps), loss, tps, hms(eta).c_str(),
+                 tty_ ? "   " : "\n");
+  }
+  void end_line() {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  static constexpr double kPlainEvery = 5.0;
+  bool tty_;
+  double last_ = -kPlainEvery;
+};
+
 void run(const TrainArgs& a) {
-  if (a.threads > 0) set_num_threads(a.threads);
-  manual_seed(a.seed);
+  check_checkpoint_destination(a.out, a.resume, a.overwrite);
+  check(a.resume || a.width % a.heads == 0, "train", "--width ", a.width, " must be a multiple of --heads ", a.heads);
+  if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
+  manual_seed(static_cast<uint64_t>(a.seed));
   const std::string text = a.data.empty() ? default_corpus() : io::read_file(a.data);
-  const io::TextDataset data(text, 0.1, a.seed);
-  std::cerr << "data: " << data.train_tokens() << " train / " << data.val_tokens() << " validation bytes, "
-            << data.duplicates_removed() << " duplicate documents removed\n";
+  const io::TextDataset data(text, 0.1, static_cast<uint64_t>(a.seed), a.separator);
+  std::cerr << "data: " << data.train_tokens() << " train / " << data.val_tokens() << " validation bytes from "
+            << data.documents() << " documents split by " << (data.split_by_position() ? "position" : "document")
+            << ", " << data.duplicates_removed() << " duplicate documents removed\n";
 
   nn::GPTConfig cfg;
   cfg.block_size = a.context, cfg.n_layer = a.layers, cfg.n_head = a.heads, cfg.n_embd = a.width;
-  TrainState st{0, a.seed};
+  TrainState st{0, static_cast<uint64_t>(a.seed)};
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::AdamW> opt;
   auto make_opt = [&](nn::GPT& m) {
@@ -62,9 +107,12 @@ void run(const TrainArgs& a) {
   if (a.resume) {
     model = load_model(a.out, &st);
     cfg = model->config();
+    check_resume_flags(a, cfg);
+    check(st.step < a.steps, "train", "the checkpoint '", a.out, "' is at step ", st.step, " and --steps is ", a.steps,
+          ": nothing to train (raise --steps)");
     opt = make_opt(*model);
     load_optimizer(a.out, *opt);
-    manual_seed(a.seed + static_cast<uint64_t>(st.step));  // fresh batches, not a replay of the first ones
+    manual_seed(static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(st.step));  // fresh batches, not a replay
     std::cerr << "resumed from " << a.out << " at step " << st.step << "\n";
   } else {
     model = std::make_unique<nn::GPT>(cfg);
@@ -85,9 +133,10 @@ void run(const TrainArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = st.step;
   double loss_ema = 0;
+  Progress progress;
   for (; st.step < a.steps; ++st.step) {
     opt->lr = optim::warmup_cosine_lr(st.step, a.warmup, a.steps, a.lr, a.min_lr);
-    auto [x, y] = data.batch(false, a.batch, a.context);
+    auto [x, y] = data.batch(false, a.batch, cfg.block_size);
     Tensor loss = a.compile ? compiled_loss(x, y) : loss_of(x, y);
     opt->zero_grad();
     loss.backward();
@@ -95,18 +144,23 @@ void run(const TrainArgs& a) {
     if (a.compile) compiled_step();
     else opt->step();
     const double l = loss.item<double>();
+    check(std::isfinite(l), "train", "the loss is ", l, " at step ", st.step + 1, " (learning rate ", opt->lr,
+          "): stopping; '", a.out, "' keeps its last finite state");
     loss_ema = st.step == first ? l : 0.9 * loss_ema + 0.1 * l;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double done = static_cast<double>(st.step + 1 - first);
-    const double tps = done * static_cast<double>(a.batch * a.context) / elapsed;
-    std::fprintf(stderr, "\rstep %lld/%lld | loss %.3f | %.0f tok/s | ETA %s   ", static_cast<long long>(st.step + 1),
-                 static_cast<long long>(a.steps), loss_ema, tps,
-                 hms(elapsed / done * static_cast<double>(a.steps - st.step - 1)).c_str());
+    const double tps = done * static_cast<double>(a.batch * cfg.block_size) / elapsed;
     const bool last = st.step + 1 == a.steps || (a.time_limit > 0 && elapsed > a.time_limit);
-    if ((st.step + 1) % a.eval_every == 0 || last) {
-      std::fprintf(stderr, "\n");
-      std::cout << "step " << st.step + 1 << ": train loss " << loss_ema << ", validation loss "
-                << eval_loss(*model, data, a) << " nats/char (" << hms(elapsed) << ")" << std::endl;
+    const bool eval = (st.step + 1) % a.eval_every == 0 || last;
+    progress.report(st.step + 1, a.steps, loss_ema, tps, elapsed,
+                    elapsed / done * static_cast<double>(a.steps - st.step - 1), eval);
+    if (eval) {
+      progress.end_line();
+      const double val = eval_loss(*model, data, a);
+      check(std::isfinite(val), "train", "the validation loss is ", val, " at step ", st.step + 1, ": stopping; '",
+            a.out, "' keeps its last finite state");
+      std::cout << "step " << st.step + 1 << ": train loss " << loss_ema << ", validation loss " << val
+                << " nats/char (" << hms(elapsed) << ")" << std::endl;
       save_checkpoint(a.out, *model, opt.get(), TrainState{st.step + 1, st.seed});
     }
     if (last) {
@@ -123,19 +177,27 @@ void add_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "train the character-level GPT");
   cmd->add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
+  cmd->add_option("--separator", a->separator,
+                  "a line holding only this separates documents (default: '%' when the text has such lines)");
   cmd->add_option("--out", a->out, "checkpoint path (safetensors)");
-  cmd->add_option("--layers", a->layers, "transformer blocks");
-  cmd->add_option("--heads", a->heads, "attention heads");
-  cmd->add_option("--width", a->width, "embedding width");
-  cmd->add_option("--context", a->context, "context length");
-  cmd->add_option("--steps", a->steps, "optimizer steps in total");
-  cmd->add_option("--batch", a->batch, "sequences per step");
-  cmd->add_option("--lr", a->lr, "peak learning rate");
-  cmd->add_option("--seed", a->seed, "random seed");
-  cmd->add_option("--eval-every", a->eval_every, "steps between validation losses");
-  cmd->add_option("--time-limit", a->time_limit, "stop (and save) after this many seconds; 0 = no limit");
-  cmd->add_option("--threads", a->threads, "threads (default: all cores)");
-  cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out");
+  cmd->add_flag("--overwrite", a->overwrite, "replace an existing checkpoint at --out");
+  a->arch_flags = {
+      {"--layers", add_int_flag(*cmd, "--layers", a->layers, 1, 4096, "transformer blocks"), &a->layers,
+       &nn::GPTConfig::n_layer},
+      {"--heads", add_int_flag(*cmd, "--heads", a->heads, 1, 4096, "attention heads"), &a->heads,
+       &nn::GPTConfig::n_head},
+      {"--width", add_int_flag(*cmd, "--width", a->width, 1, 1 << 16, "embedding width"), &a->width,
+       &nn::GPTConfig::n_embd},
+      {"--context", add_int_flag(*cmd, "--context", a->context, 1, 1 << 20, "context length"), &a->context,
+       &nn::GPTConfig::block_size}};
+  add_int_flag(*cmd, "--steps", a->steps, 1, int64_t{1} << 40, "optimizer steps in total");
+  add_int_flag(*cmd, "--batch", a->batch, 1, 1 << 20, "sequences per step");
+  add_real_flag(*cmd, "--lr", a->lr, 1e-12, 1e3, "peak learning rate");
+  add_int_flag(*cmd, "--seed", a->seed, 0, kIntMax, "random seed");
+  add_int_flag(*cmd, "--eval-every", a->eval_every, 1, kIntMax, "steps between validation losses");
+  add_real_flag(*cmd, "--time-limit", a->time_limit, 0, 1e9, "stop (and save) after this many seconds; 0 = no limit");
+  add_int_flag(*cmd, "--threads", a->threads, 1, 4096, "threads (default: all cores)");
+  cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out (its architecture, its step)");
   cmd->add_flag("--compile", a->compile, "run the loss, its backward and the AdamW update through kiln::compile");
   cmd->callback([a] { run(*a); });
 }

@@ -1,0 +1,94 @@
+// Note [Checkpoint metadata is untrusted]: every metadata field of a
+// crafted checkpoint is checked before the model is built.
+#include <filesystem>
+
+#include "checkpoint.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+// A small real checkpoint, then the same tensors with one metadata field replaced.
+std::string checkpoint_with(const std::string& key, const std::string& value) {
+  const std::string good = ::testing::TempDir() + "/good_ckpt.safetensors";
+  if (!std::filesystem::exists(good)) {
+    nn::GPTConfig c;
+    c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
+    nn::GPT model(c);
+    cli::save_checkpoint(good, model, nullptr, cli::TrainState{5, 7});
+  }
+  io::SafetensorsFile f = io::load_safetensors(good);
+  if (value.empty()) f.metadata.erase(key);
+  else f.metadata[key] = value;
+  const std::string path = ::testing::TempDir() + "/crafted_ckpt.safetensors";
+  io::save_safetensors(path, f.tensors, f.metadata);
+  return path;
+}
+
+TEST(Checkpoint, ValidMetadataLoads) {
+  cli::TrainState st;
+  auto model = cli::load_model(checkpoint_with("step", "5"), &st);
+  EXPECT_EQ(model->config().n_layer, 2);
+  EXPECT_EQ(st.step, 5);
+  EXPECT_EQ(st.seed, 7u);
+}
+
+TEST(Checkpoint, EveryMetadataFieldIsChecked) {
+  struct Case {
+    const char *key, *value, *needle;
+  };
+  const Case cases[] = {
+      {"n_head", "0", "must be in [1, "},                       // was SIGFPE
+      {"n_layer", "abc", "is \"abc\", not an integer"},         // was std::invalid_argument
+      {"n_layer", "99999999999999999999", "not an integer"},    // was std::out_of_range
+      {"n_layer", "1000000000", "holds 2 blocks"},              // was built until memory ran out
+      {"n_layer", "1 junk", "not an integer"},                  // was read as 1
+      {"n_layer", " 2", "not an integer"},
+      {"block_size", "1000000000", "model.wpe.weight"},         // was a heap overflow in randn
+      {"n_embd", "32", "model.wte.weight"},
+      {"n_head", "3", "not a multiple of n_head"},
+      {"vocab_size", "-256", "must be in [1, "},
+      {"step", "-1000000", "must be in [0, "},                  // was a million NaN steps
+      {"seed", "-1", "must be in [0, "},
+      {"step", "", "has no 'step'"},
+      {"format", "other", "not a kiln train checkpoint"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.key) + " = '" + c.value + "'");
+    const std::string path = checkpoint_with(c.key, c.value);
+    cli::TrainState st;
+    expect_error([&] { cli::load_model(path, &st); }, {"[checkpoint]", c.needle});
+  }
+}
+
+TEST(Checkpoint, DestinationIsCheckedBeforeTraining) {
+  const std::string dir = ::testing::TempDir();
+  const std::string existing = checkpoint_with("step", "5");
+  expect_error([] { cli::check_checkpoint_destination("/nonexistent-dir/x.safetensors", false, false); },
+               {"[train]", "does not exist"});
+  expect_error([&] { cli::check_checkpoint_destination(existing, false, false); }, {"[train]", "--overwrite"});
+  EXPECT_NO_THROW(cli::check_checkpoint_destination(existing, false, true));
+  EXPECT_NO_THROW(cli::check_checkpoint_destination(existing, true, false));
+  expect_error([&] { cli::check_checkpoint_destination(dir, false, true); }, {"[train]", "not a regular file"});
+  expect_error([&] { cli::check_checkpoint_destination(dir + "/absent.safetensors", true, false); },
+               {"[train]", "no checkpoint"});
+}
+
+TEST(Checkpoint, NonFiniteParametersAreNeverSaved) {
+  nn::GPTConfig c;
+  c.n_layer = 1, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
+  nn::GPT model(c);
+  const std::string path = ::testing::TempDir() + "/finite_ckpt.safetensors";
+  cli::save_checkpoint(path, model, nullptr, cli::TrainState{1, 0});
+  const std::string before = io::read_file(path);
+  {
+    NoGradGuard g;
+    model.blocks[0].mlp.fc.weight.select(0, 3).select(0, 1).fill_(std::numeric_limits<double>::infinity());
+  }
+  expect_error([&] { cli::save_checkpoint(path, model, nullptr, cli::TrainState{2, 0}); },
+               {"[checkpoint]", "blocks.0.mlp.fc.weight", "not finite"});
+  EXPECT_EQ(io::read_file(path), before);
+}
+
+}  // namespace
+}  // namespace kiln::test
