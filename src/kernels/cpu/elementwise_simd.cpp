@@ -7,6 +7,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "kernels/cpu/vec_math-inl.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -17,41 +19,6 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// erf for float32 to ~2.5e-7 relative: a Taylor series near zero (where
-// 1 - erfc would cancel) and Numerical Recipes' Chebyshev erfc elsewhere.
-template <class D, class V>
-HWY_INLINE V Erf(D d, V x) {
-  const V ax = hn::Abs(x);
-  const V x2 = hn::Mul(x, x);
-  V series = hn::Set(d, -1.0f / 1320.0f);
-  series = hn::MulAdd(series, x2, hn::Set(d, 1.0f / 216.0f));
-  series = hn::MulAdd(series, x2, hn::Set(d, -1.0f / 42.0f));
-  series = hn::MulAdd(series, x2, hn::Set(d, 1.0f / 10.0f));
-  series = hn::MulAdd(series, x2, hn::Set(d, -1.0f / 3.0f));
-  series = hn::MulAdd(series, x2, hn::Set(d, 1.0f));
-  series = hn::Mul(hn::Mul(series, x), hn::Set(d, 1.1283791670955126f));
-  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(hn::Set(d, 0.5f), ax, hn::Set(d, 1.0f)));
-  V p = hn::Set(d, 0.17087277f);
-  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
-  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
-  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
-  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
-  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
-  const V erfc = hn::Mul(t, hn::Exp(d, hn::Sub(p, hn::Mul(ax, ax))));
-  const V far = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), erfc), x);
-  return hn::IfThenElse(hn::Lt(ax, hn::Set(d, 0.5f)), series, far);
-}
-
-template <class D, class V>
-HWY_INLINE V Sigmoid(D d, V x) {
-  const V one = hn::Set(d, 1.0f);
-  return hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(x))));
-}
-
 template <UnaryOp OP, class D, class V>
 HWY_INLINE V ApplyUnary(D d, V x, V lo, V hi) {
   const V zero = hn::Zero(d);
@@ -60,27 +27,22 @@ HWY_INLINE V ApplyUnary(D d, V x, V lo, V hi) {
   else if constexpr (OP == UnaryOp::Abs) return hn::Abs(x);
   else if constexpr (OP == UnaryOp::Sign)
     return hn::Sub(hn::IfThenElseZero(hn::Gt(x, zero), one), hn::IfThenElseZero(hn::Lt(x, zero), one));
-  else if constexpr (OP == UnaryOp::Exp) return hn::Exp(d, x);
-  else if constexpr (OP == UnaryOp::Expm1) return hn::Expm1(d, x);
-  else if constexpr (OP == UnaryOp::Log) return hn::Log(d, x);
-  else if constexpr (OP == UnaryOp::Log1p) return hn::Log1p(d, x);
+  else if constexpr (OP == UnaryOp::Exp) return ExpF(d, x);
+  else if constexpr (OP == UnaryOp::Expm1) return Expm1F(d, x);
+  else if constexpr (OP == UnaryOp::Log) return LogF(d, x);
+  else if constexpr (OP == UnaryOp::Log1p) return Log1pF(d, x);
   else if constexpr (OP == UnaryOp::Sqrt) return hn::Sqrt(x);
   else if constexpr (OP == UnaryOp::Rsqrt) return hn::Div(one, hn::Sqrt(x));
   else if constexpr (OP == UnaryOp::Reciprocal) return hn::Div(one, x);
-  else if constexpr (OP == UnaryOp::Sin) return hn::Sin(d, x);
+  else if constexpr (OP == UnaryOp::Sin) return hn::IfThenElse(hn::Eq(x, zero), x, hn::Sin(d, x));  // keeps -0
   else if constexpr (OP == UnaryOp::Cos) return hn::Cos(d, x);
   else if constexpr (OP == UnaryOp::Tanh) return hn::Tanh(d, x);
-  else if constexpr (OP == UnaryOp::Sigmoid) return Sigmoid(d, x);
+  else if constexpr (OP == UnaryOp::Sigmoid) return SigmoidF(d, x);
   else if constexpr (OP == UnaryOp::Relu) return hn::IfThenElse(hn::Lt(x, zero), zero, x);  // keeps NaN
-  else if constexpr (OP == UnaryOp::GeluErf)
-    return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x),
-                   hn::Add(one, Erf(d, hn::Mul(x, hn::Set(d, static_cast<float>(M_SQRT1_2))))));
-  else if constexpr (OP == UnaryOp::GeluTanh) {
-    const V inner = hn::Mul(hn::Set(d, 0.7978845608028654f),
-                            hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), hn::Mul(x, x)), x, x));
-    return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(one, hn::Tanh(d, inner)));
-  } else if constexpr (OP == UnaryOp::Silu) return hn::Mul(x, Sigmoid(d, x));
-  else if constexpr (OP == UnaryOp::Erf) return Erf(d, x);
+  else if constexpr (OP == UnaryOp::GeluErf) return GeluErfF(d, x);
+  else if constexpr (OP == UnaryOp::GeluTanh) return GeluTanhF(d, x);
+  else if constexpr (OP == UnaryOp::Silu) return SigmoidTimes(d, x, x);
+  else if constexpr (OP == UnaryOp::Erf) return ErfF(d, x);
   else if constexpr (OP == UnaryOp::Floor) return hn::Floor(x);
   else if constexpr (OP == UnaryOp::Ceil) return hn::Ceil(x);
   else if constexpr (OP == UnaryOp::Round) return hn::Round(x);
@@ -100,17 +62,41 @@ HWY_INLINE V ApplyUnaryNaN(D d, V x, V lo, V hi) {
   else return hn::IfThenElse(hn::Eq(x, x), r, x);
 }
 
+// Sin and cos of |x| > kSinCosMax (where Highway's argument reduction fails,
+// sin(1e8) off by 60 ulp, sin(1e20) = -inf): in double per element, whose
+// libm reduces exactly. Rare, so checked per vector first. The arguments
+// come from x, not the input array: callers may compute in place.
+template <UnaryOp OP, class D, class V>
+HWY_INLINE void FixHugeArguments(D d, V x, float* out, size_t n) {
+  if constexpr (OP == UnaryOp::Sin || OP == UnaryOp::Cos) {
+    if (hn::AllFalse(d, hn::Gt(hn::Abs(x), hn::Set(d, kSinCosMax)))) return;
+    HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)];
+    hn::Store(x, d, lanes);
+    for (size_t j = 0; j < n; ++j)
+      if (std::fabs(lanes[j]) > kSinCosMax) {
+        const double v = static_cast<double>(lanes[j]);
+        out[j] = static_cast<float>(OP == UnaryOp::Sin ? std::sin(v) : std::cos(v));
+      }
+  }
+}
+
 template <UnaryOp OP>
 void UnaryLoop(const float* in, float* out, size_t n, float lo, float hi) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(ApplyUnaryNaN<OP>(d, hn::LoadU(d, in + i), vlo, vhi), d, out + i);
+  for (; i + N <= n; i += N) {
+    const auto x = hn::LoadU(d, in + i);
+    hn::StoreU(ApplyUnaryNaN<OP>(d, x, vlo, vhi), d, out + i);
+    FixHugeArguments<OP>(d, x, out + i, N);
+  }
   if (i < n) {  // the tail goes through a padded buffer so no lane reads past the end
     HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
     std::memcpy(buf, in + i, (n - i) * sizeof(float));
-    hn::Store(ApplyUnaryNaN<OP>(d, hn::Load(d, buf), vlo, vhi), d, buf);
+    const auto x = hn::Load(d, buf);
+    hn::Store(ApplyUnaryNaN<OP>(d, x, vlo, vhi), d, buf);
+    FixHugeArguments<OP>(d, x, buf, n - i);
     std::memcpy(out + i, buf, (n - i) * sizeof(float));
   }
 }
@@ -134,8 +120,8 @@ HWY_INLINE V ApplyBinary(D d, V a, V b, V alpha) {
   if constexpr (OP == BinaryOp::Add) return hn::MulAdd(alpha, b, a);
   else if constexpr (OP == BinaryOp::GeluBackward) {
     const V half = hn::Set(d, 0.5f);
-    const V cdf = hn::Mul(half, hn::Add(hn::Set(d, 1.0f), Erf(d, hn::Mul(b, hn::Set(d, static_cast<float>(M_SQRT1_2))))));
-    const V pdf = hn::Mul(hn::Exp(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(b, b))), hn::Set(d, 0.3989422804014327f));
+    const V cdf = hn::Mul(half, ErfcF(d, hn::Mul(b, hn::Set(d, static_cast<float>(-M_SQRT1_2)))));
+    const V pdf = hn::Mul(ExpF(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(b, b))), hn::Set(d, 0.3989422804014327f));
     return hn::Mul(a, hn::MulAdd(b, pdf, cdf));
   } else if constexpr (OP == BinaryOp::GeluTanhBackward) {
     const V one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f), k = hn::Set(d, 0.7978845608028654f);

@@ -69,7 +69,12 @@ void AccumulateF32(float* acc, const float* x, size_t n) {
   for (; i < n; ++i) acc[i] += x[i];
 }
 
-// out = exp(x - max) / sum, or for log: x - max - log(sum).
+// out = exp(x - max) / sum, or for log: (x - max) - log(sum). Subtracting
+// max first keeps x - max exact near the max: x - (max + log(sum)) rounds
+// max + log(sum) at max's magnitude (100x PyTorch's error for logits near
+// 1000; 0 instead of -log(n) for logits of 1e37). exp's arguments are <= 0,
+// where Highway's Exp is accurate (results under FLT_MIN only matter
+// relative to a sum >= 1).
 void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
   const D d;
   const size_t N = hn::Lanes(d);
@@ -78,10 +83,11 @@ void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
   const auto vmax = hn::Set(d, mx);
   if (log) {
     const float s = SumMapped(x, n, [&](auto v) { return hn::Exp(d, hn::Sub(v, vmax)); });
-    const auto shift = hn::Set(d, mx + std::log(s));
+    const float log_s = std::log(s);
+    const auto vlog_s = hn::Set(d, log_s);
     size_t i = 0;
-    for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::LoadU(d, x + i), shift), d, out + i);
-    for (; i < n; ++i) out[i] = x[i] - (mx + std::log(s));
+    for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + i), vmax), vlog_s), d, out + i);
+    for (; i < n; ++i) out[i] = (x[i] - mx) - log_s;
     return;
   }
   size_t i = 0;

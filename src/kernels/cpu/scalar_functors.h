@@ -10,6 +10,15 @@
 
 namespace kiln::cpu {
 
+// factor * sigmoid(x), as 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x)
+// below, so neither overflows nor cancels.
+template <typename T>
+inline T sigmoid_times(T x, T factor) {
+  if (x >= T(0)) return factor / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return factor * e / (T(1) + e);
+}
+
 template <UnaryOp OP, typename T>
 inline T unary_scalar(T x, T lo, T hi) {
   constexpr bool fp = std::is_floating_point_v<T>;
@@ -32,12 +41,14 @@ inline T unary_scalar(T x, T lo, T hi) {
   else if constexpr (OP == UnaryOp::Sin) return std::sin(x);
   else if constexpr (OP == UnaryOp::Cos) return std::cos(x);
   else if constexpr (OP == UnaryOp::Tanh) return std::tanh(x);
-  else if constexpr (OP == UnaryOp::Sigmoid) return T(1) / (T(1) + std::exp(-x));
-  else if constexpr (OP == UnaryOp::GeluErf) return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  else if constexpr (OP == UnaryOp::Sigmoid) return sigmoid_times(x, T(1));
+  // x Phi(x) and x sigmoid(2u), the forms without cancellation for negative
+  // x (Note [Float32 at the edges]); the same as the vector kernels'.
+  else if constexpr (OP == UnaryOp::GeluErf) return T(0.5) * x * std::erfc(-x * T(M_SQRT1_2));
   else if constexpr (OP == UnaryOp::GeluTanh) {
     const T k = std::sqrt(T(2) / T(M_PI));
-    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-  } else if constexpr (OP == UnaryOp::Silu) return x / (T(1) + std::exp(-x));
+    return sigmoid_times(T(2) * k * (x + T(0.044715) * x * x * x), x);
+  } else if constexpr (OP == UnaryOp::Silu) return sigmoid_times(x, x);
   else if constexpr (OP == UnaryOp::Erf) return std::erf(x);
   else if constexpr (OP == UnaryOp::Floor) return std::floor(x);
   else if constexpr (OP == UnaryOp::Ceil) return std::ceil(x);
@@ -69,7 +80,7 @@ inline T binary_scalar(T a, T b, T alpha) {
     if constexpr (fp) return std::pow(a, b);
     else return int_pow(a, b);
   } else if constexpr (OP == BinaryOp::GeluBackward) {
-    const T cdf = T(0.5) * (T(1) + std::erf(b * T(M_SQRT1_2)));
+    const T cdf = T(0.5) * std::erfc(-b * T(M_SQRT1_2));
     const T pdf = std::exp(T(-0.5) * b * b) * T(0.3989422804014327);  // 1 / sqrt(2 pi)
     return a * (cdf + b * pdf);
   } else if constexpr (OP == BinaryOp::GeluTanhBackward) {
