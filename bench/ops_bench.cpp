@@ -37,6 +37,16 @@ int main(int argc, char** argv) {
   bandwidth_case("mul_16M_f32", 3 * bytes, [&] { mul_out(out, x, y); });
   Tensor s;
   bandwidth_case("sum_16M_f32", bytes, [&] { s = sum(x); });
+  // Transcendentals (edge-correct forms, Note [Float32 at the edges]): a
+  // kernel is compute-bound where it falls below the copy.
+  Tensor u;
+  bandwidth_case("exp_16M_f32", 2 * bytes, [&] { u = exp(x); });
+  bandwidth_case("log_16M_f32", 2 * bytes, [&] { u = log(x); });
+  bandwidth_case("sin_16M_f32", 2 * bytes, [&] { u = sin(x); });
+  bandwidth_case("sigmoid_16M_f32", 2 * bytes, [&] { u = sigmoid(x); });
+  bandwidth_case("silu_16M_f32", 2 * bytes, [&] { u = silu(x); });
+  bandwidth_case("gelu_16M_f32", 2 * bytes, [&] { u = gelu(x); });
+  bandwidth_case("gelu_tanh_16M_f32", 2 * bytes, [&] { u = gelu(x, "tanh"); });
   Tensor xs = x.view({kN / 1024, 1024}), sm;
   bandwidth_case("softmax_16M_f32_rows1024", 2 * bytes, [&] { sm = softmax(xs, -1); });
 

@@ -121,6 +121,10 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = fals
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 Tensor cumsum(const Tensor& x, int64_t dim);
+// The gradient of cumsum: the sum of grad over positions >= i along dim, as
+// one reversed scan (PyTorch's cumsum_backward), exact to rounding where
+// total - cumsum + grad cancels.
+Tensor cumsum_backward(const Tensor& grad, int64_t dim);
 
 // ---- linear algebra (OpenBLAS)
 Tensor mm(const Tensor& a, const Tensor& b);

@@ -74,8 +74,9 @@ const struct Register {
     }, kSaveOutputs);
     register_backward("cumsum", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");
-      const Tensor& g = g0(c);
-      return {sum(g, {dim}, true) - cumsum(g, dim) + g};  // the reversed cumulative sum
+      const Tensor g = g0(c).to(c.input_meta[0].dtype);
+      // A scan the other way: cumsum's gradient is a reversed cumsum, and a reversed one's a forward one.
+      return {c.attrs.get_bool("reverse") ? cumsum(g, dim) : cumsum_backward(g, dim)};
     }, kSaveNone);
     register_backward("sort", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");

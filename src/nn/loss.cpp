@@ -1,4 +1,6 @@
 // Losses, composed of ops so autograd differentiates them.
+#include <limits>
+
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
 #include "kiln/nn.h"
@@ -51,7 +53,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   if (label_smoothing > 0) loss = loss * (1 - label_smoothing) - mean(logp, {1}) * label_smoothing;
   const Tensor vf = valid.to(loss.dtype());
   loss = loss * vf;
-  if (reduction == "mean") return sum(loss) / sum(vf);  // mean over non-ignored targets, as PyTorch
+  if (reduction == "mean") {
+    // The mean over non-ignored targets, as PyTorch: NaN when every target is
+    // ignored, with a zero gradient (dividing by the zero count would send
+    // inf * 0 = NaN into every logit's gradient, and so into every weight).
+    const Tensor count = sum(vf), none = eq(count, wrapped_scalar(0));
+    const Tensor mean_loss = sum(loss) / where(none, ones_like(count), count);
+    return where(none, full_like(mean_loss, std::numeric_limits<double>::quiet_NaN()), mean_loss);
+  }
   return reduce(loss.reshape(target.sizes()), reduction, "cross_entropy");
 }
 

@@ -93,10 +93,21 @@ Tensor unary_numeric(const OpDef& op, const Tensor& x) {
 
 // Binary arithmetic: promote, check broadcasting, dispatch. `float_only`
 // ops (true division) compute integers in the default float dtype.
+// PyTorch computes bool + bool as logical or and bool * bool as logical and
+// (a bool result); alpha, if given, must be 1 (true).
+const OpDef* bool_form(const OpDef& op, const Attrs& attrs) {
+  if (&op != &kAdd && &op != &kMul) return nullptr;
+  const double alpha = attrs.has("alpha") ? attrs.get_double("alpha") : 1.0;
+  check(alpha == 1.0, op.name.c_str(), "alpha must be 1 (true) for bool tensors but got ", alpha);
+  return &op == &kAdd ? &kOr : &kAnd;
+}
+
 Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b, bool float_only = false, const Attrs& attrs = {}) {
   broadcast_shapes(a.sizes(), b.sizes(), op.name.c_str());
   DType t = result_type(a, b);
   if (float_only && !is_floating(t)) t = default_dtype();
+  if (t == kBool)
+    if (const OpDef* logical = bool_form(op, attrs)) return call(*logical, {a, b});
   check(t != kBool || op.name == "maximum" || op.name == "minimum", op.name.c_str(),
         "is not supported for bool tensors; convert them with to() first");
   return call(op, {a.to(t), b.to(t)}, attrs);
@@ -119,6 +130,11 @@ const Tensor& binary_into(const OpDef& op, const Tensor& out, const Tensor& a, c
   if (float_only && !is_floating(t)) t = default_dtype();
   check(ops::can_cast(t, out.dtype()), op.name.c_str(), "result type ", t, " can't be cast to the desired output type ",
         out.dtype());
+  if (out.dtype() == kBool)
+    if (const OpDef* logical = bool_form(op, attrs)) {
+      call_out(*logical, out, {a, b});
+      return out;
+    }
   call_out(op, out, {a.to(out.dtype()), b.to(out.dtype())}, attrs);
   return out;
 }

@@ -38,7 +38,7 @@ const OpDef& kMaxDim = register_op(OpDef{"max_min_dim", "max_min_dim(Tensor self
 std::vector<TensorMeta> cumsum_shape(std::span<const Tensor> in, const Attrs& a) {
   return {{in[0].sizes(), a.get_dtype("dtype")}};
 }
-const OpDef& kCumsum = register_op(OpDef{"cumsum", "cumsum(Tensor self, int dim, *, ScalarType dtype) -> Tensor",
+const OpDef& kCumsum = register_op(OpDef{"cumsum", "cumsum(Tensor self, int dim, bool reverse, *, ScalarType dtype) -> Tensor",
                                          OpKind::Compute, cumsum_shape, {cpu::cumsum_kernel}});
 
 Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype) {
@@ -117,13 +117,25 @@ Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim) {
   return log(sum(exp(xf - m), dims, keepdim)) + m_out;
 }
 
+// s^(1/p) whose gradient at s = 0 is 0, as PyTorch's norm backward has it
+// (the plain root's derivative there is infinite, times a zero gradient of
+// s: NaN). The root is taken of s with its zeros replaced by 1 and the
+// result masked back to 0, so no branch of the where differentiates the
+// root at 0: the "double where".
+Tensor root_with_zero_gradient_at_zero(const Tensor& s, double p) {
+  const Tensor zero = eq(s, wrapped_scalar(0));
+  const Tensor safe = where(zero, ones_like(s), s);
+  const Tensor root = p == 2.0 ? sqrt(safe) : pow(safe, 1.0 / p);
+  return where(zero, zeros_like(root), root);
+}
+
 Tensor norm(const Tensor& x, double p, Shape dims, bool keepdim) {
   check_float(x, "norm");
-  if (p == 2.0) return sqrt(sum(x * x, dims, keepdim));
+  if (p == 2.0) return root_with_zero_gradient_at_zero(sum(x * x, dims, keepdim), 2.0);
   if (p == 1.0) return sum(abs(x), dims, keepdim);
   if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
   if (p == 0.0) return sum(ne(x, wrapped_scalar(0)).to(x.dtype()), dims, keepdim);
-  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  return root_with_zero_gradient_at_zero(sum(pow(abs(x), p), dims, keepdim), p);
 }
 
 Tensor max(const Tensor& x) { return amax(x); }
@@ -166,7 +178,13 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), "cumsum");
   const DType out = is_floating(x.dtype()) ? x.dtype() : kInt64;
   if (x.dim() == 0) return x.to(out).clone();
-  return ops::call(kCumsum, {x}, {{"dim", d}, {"dtype", out}});
+  return ops::call(kCumsum, {x}, {{"dim", d}, {"reverse", false}, {"dtype", out}});
+}
+
+Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
+  const int64_t d = ops::wrap_dim(dim, grad.dim(), "cumsum_backward");
+  if (grad.dim() == 0) return grad.clone();
+  return ops::call(kCumsum, {grad}, {{"dim", d}, {"reverse", true}, {"dtype", grad.dtype()}});
 }
 
 }  // namespace kiln

@@ -40,7 +40,10 @@ TEST(Index, GatherScatterIndexSelect) {
   expect_close(scatter(zeros({3, 4}), 1, idx, src), {1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0}, 0, 0, "scatter");
   expect_close(scatter_add(zeros({3, 4}), 1, idx, src), {1, 0, 0, 1, 0, 2, 0, 0, 0, 0, 2, 0}, 0, 0, "scatter_add");
   expect_close(index_select(x, 0, tensor<int64_t>({2, 0})), {8, 9, 10, 11, 0, 1, 2, 3}, 0, 0, "index_select 0");
-  expect_close(index_select(x, 1, tensor<int32_t>({-1})), {3, 7, 11}, 0, 0, "index_select negative index");
+  // Negative indices are refused, as in PyTorch (they used to wrap, and -11 on a size of 10 to error).
+  expect_error([&] { index_select(x, 1, tensor<int32_t>({-1})); }, {"[index_select]", "index -1", "[0, 4)"});
+  expect_error([&] { gather(x, 1, tensor<int64_t>({-1}, {1, 1})); }, {"[gather]", "index -1", "[0, 4)"});
+  expect_error([&] { embedding(ones({10, 3}), tensor<int64_t>({2, -1})); }, {"[embedding]", "index -1", "[0, 10)"});
   expect_error([&] { gather(x, 1, tensor<int64_t>({4}, {1, 1})); }, {"[gather]", "index 4", "size 4"});
   expect_error([&] { index_select(x, 0, tensor<int64_t>({3})); }, {"[index_select]", "index 3", "size 3"});
   expect_error([&] { scatter(x, 0, tensor<int64_t>({-4}, {1, 1}), ones({1, 1})); }, {"[scatter]", "index -4"});

@@ -20,9 +20,12 @@ Tensor lines_like(const Tensor& t, const Tensor& index, int64_t dim) {
   return t.as_strided(s, t.strides(), t.storage_offset());
 }
 
+// As in PyTorch, gather, scatter, index_select and embedding take indices
+// in [0, size): a negative index is an error, not counted from the end.
 int64_t checked_index(int64_t i, int64_t size, const char* op) {
-  if (i < -size || i >= size) fail(op, "index ", i, " is out of bounds for dimension with size ", size);
-  return i < 0 ? i + size : i;
+  if (i < 0 || i >= size)
+    fail(op, "index ", i, " is out of bounds for dimension with size ", size, " (expected an index in [0, ", size, "))");
+  return i;
 }
 
 // Reads an integer index tensor's element as int64.

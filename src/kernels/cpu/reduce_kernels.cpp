@@ -211,6 +211,7 @@ void cumsum_kernel(const OpCall& c) {
   const Tensor& out = c.outputs[0];
   const int64_t dim = c.attrs.get_int("dim");
   const int64_t R = x.size(dim), xs = x.stride(dim), os = out.stride(dim);
+  const bool reverse = c.attrs.get_bool("reverse");  // sums over positions >= r (cumsum's gradient)
   visit_dtype(out.dtype(), [&](auto otag) {
     using O = decltype(otag);
     visit_dtype(x.dtype(), [&](auto tag) {
@@ -219,7 +220,8 @@ void cumsum_kernel(const OpCall& c) {
         using Acc = acc_t<T>;
         for_each_line<2>({&x, &out}, dim, R, [&](const std::array<char*, 2>& b, int64_t) {
           Acc acc = 0;
-          for (int64_t r = 0; r < R; ++r) {
+          for (int64_t i = 0; i < R; ++i) {
+            const int64_t r = reverse ? R - 1 - i : i;
             acc += convert<Acc>(reinterpret_cast<const T*>(b[0])[r * xs]);
             reinterpret_cast<O*>(b[1])[r * os] = convert<O>(acc);
           }

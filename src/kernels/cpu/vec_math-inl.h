@@ -104,10 +104,12 @@ HWY_INLINE V ErfSeries(D d, V x) {
 }
 
 // erfc(a) for a >= 0 (Numerical Recipes' Chebyshev fit, fractional error
-// under 1.2e-7): t exp(p(t) - a^2). a^2 is carried as hi + lo (Veltkamp's
-// exact product, no FMA needed) and exp(-hi) taken apart from exp(p - lo):
-// rounding p - a^2 to float would cost up to 2^-18 relative (30 ulp) at
-// a = 9. Past a = 10.5 the result is below the smallest denormal.
+// under 1.2e-7): t exp(p(t) - a^2). Rounding p - a^2 to float would cost up
+// to 2^-18 relative (30 ulp) at a = 9, so the exponent is carried exactly
+// as s + r: a^2 as hi + lo (Veltkamp's product, no FMA needed), p - hi as
+// s + its rounding error (Knuth's two-sum); then exp(s + r) = exp(s)(1 + r)
+// with |r| < 1e-5, one Exp. Past a = 10.5 the result is below the smallest
+// denormal.
 template <class D, class V>
 HWY_INLINE V ErfcNonNegative(D d, V a_in) {
   const V a = hn::Min(a_in, hn::Set(d, 10.5f));
@@ -127,9 +129,13 @@ HWY_INLINE V ErfcNonNegative(D d, V a_in) {
   const V sq_hi = hn::Mul(a, a);
   const V sq_lo = hn::Add(hn::Add(hn::Sub(hn::Mul(a_hi, a_hi), sq_hi), hn::Mul(hn::Add(a_hi, a_hi), a_lo)),
                           hn::Mul(a_lo, a_lo));
+  const V neg_hi = hn::Neg(sq_hi);
+  const V sum = hn::Add(p, neg_hi), back = hn::Sub(sum, p);
+  const V sum_err = hn::Add(hn::Sub(p, hn::Sub(sum, back)), hn::Sub(neg_hi, back));
+  const V r = hn::Sub(sum_err, sq_lo);
   V mant, scale;
-  ExpParts(d, hn::Neg(sq_hi), mant, scale);
-  return hn::Mul(hn::Mul(hn::Mul(t, mant), hn::Exp(d, hn::Sub(p, sq_lo))), scale);
+  ExpParts(d, sum, mant, scale);
+  return hn::Mul(hn::Mul(hn::Mul(t, mant), hn::MulAdd(r, hn::Set(d, 1.0f), hn::Set(d, 1.0f))), scale);
 }
 
 // erf to ~2.5e-7 relative.
