@@ -11,7 +11,7 @@
 // src/compile/tracer.cpp.
 #pragma once
 #include <memory>
-#include <source_location>
+#include "kiln/source_location.h"
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -43,7 +43,7 @@ class GraphBreakError : public Error {
 namespace compiler {
 
 // Ends the current graph here (as torch._dynamo.graph_break()).
-void graph_break(std::source_location where = std::source_location::current());
+void graph_break(SourceLocation where = SourceLocation::current());
 
 // Scoped: while alive, graph breaks on this thread raise GraphBreakError
 // (true) or resume in a new graph (false). Nestable; the innermost wins.

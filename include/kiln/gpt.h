@@ -3,6 +3,7 @@
 // token embedding), written against plain ops; attention is flex_attention
 // (plain ops when attention dropout is on in training).
 #pragma once
+#include <map>
 #include <string>
 
 #include "kiln/nn.h"
@@ -73,6 +74,10 @@ class GPT : public Module {
   // uncached path sees), so both paths give the same tokens.
   Tensor generate(Tensor idx, int64_t tokens, double temperature = 1.0, int64_t top_k = 0, bool use_cache = true);
   const GPTConfig& config() const { return cfg_; }
+  // The state_dict's names and shapes for config c, computed without building
+  // the model: a loader checks a checkpoint against them before allocating
+  // anything (a test pins them to a real model's state_dict).
+  static std::map<std::string, Shape> state_shapes(const GPTConfig& c);
 
   Embedding wte, wpe;
   ModuleList<Block> blocks;

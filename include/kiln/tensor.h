@@ -5,7 +5,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <source_location>
+#include "kiln/source_location.h"
 #include <string>
 #include <vector>
 
@@ -20,9 +20,9 @@ namespace detail {
 // a tensor's memory is read or handed out, so a traced tensor whose value is
 // not computed yet gets computed first (a graph break). `where` is the
 // caller's location, for the break's report.
-using ConcreteValueHook = void (*)(const TensorImpl* t, const char* what, const std::source_location& where);
+using ConcreteValueHook = void (*)(const TensorImpl* t, const char* what, const SourceLocation& where);
 extern thread_local ConcreteValueHook concrete_value_hook;
-inline void on_concrete_value(const TensorImpl* t, const char* what, const std::source_location& where) {
+inline void on_concrete_value(const TensorImpl* t, const char* what, const SourceLocation& where) {
   if (concrete_value_hook) [[unlikely]]
     concrete_value_hook(t, what, where);
 }
@@ -56,13 +56,13 @@ class Tensor {
   void bump_version() const { checked()->version->fetch_add(1); }
 
   // Element access
-  template <typename T> T* data_ptr(std::source_location where = std::source_location::current()) const;
-  void* raw_data(std::source_location where = std::source_location::current()) const {
+  template <typename T> T* data_ptr(SourceLocation where = SourceLocation::current()) const;
+  void* raw_data(SourceLocation where = SourceLocation::current()) const {
     detail::on_concrete_value(checked(), "raw_data()", where);
     return checked()->data();
   }
-  template <typename T> T item(std::source_location where = std::source_location::current()) const;
-  Scalar item(std::source_location where = std::source_location::current()) const;
+  template <typename T> T item(SourceLocation where = SourceLocation::current()) const;
+  Scalar item(SourceLocation where = SourceLocation::current()) const;
 
   // Views (never copy)
   Tensor view(Shape shape) const;

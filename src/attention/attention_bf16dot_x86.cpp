@@ -11,7 +11,9 @@
 // (Debian 12) has no bf16 dot op, hence intrinsics.
 // GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge
 // source, which -Wmaybe-uninitialized reports inside its own header.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -106,7 +106,7 @@ class Recorder final : public DispatchMode {
     g_.slot_value.push_back(v);
     return v;
   }
-  static void hook(const TensorImpl* t, const char* what, const std::source_location&) {
+  static void hook(const TensorImpl* t, const char* what, const SourceLocation&) {
     if (active && active->ids_.count(t)) throw NotTraceable{std::string("a formula reads a value (") + what + ")"};
   }
 

@@ -51,7 +51,7 @@ std::atomic<bool> force_eager{false};
 thread_local std::vector<bool> error_guards;
 thread_local Tracer* current = nullptr;
 
-std::string location_str(const std::source_location& where) {
+std::string location_str(const SourceLocation& where) {
   if (where.line() == 0) return "unknown";
   return std::string(where.file_name()) + ":" + std::to_string(where.line());
 }
@@ -101,14 +101,14 @@ class Tracer : public DispatchMode {
     if (executing_) return dispatch(op, inputs, attrs, out);
     for (const Tensor& t : inputs)
       if (reads_stale_memory(t, op)) {
-        graph_break("a view of a tensor written in this graph", std::source_location());
+        graph_break("a view of a tensor written in this graph", SourceLocation());
         break;
       }
     if (!out.empty()) {
       if (records_write(op, inputs, attrs, out)) return {out.begin(), out.end()};
       // Other in-place and out= ops write memory the program can see:
       // compute everything traced so far, then run the op eagerly.
-      if (!trace_.nodes.empty()) graph_break("in-place op '" + op.name + "'", std::source_location());
+      if (!trace_.nodes.empty()) graph_break("in-place op '" + op.name + "'", SourceLocation());
       return dispatch(op, inputs, attrs, out);
     }
     bool any_pending = false;
@@ -196,7 +196,7 @@ class Tracer : public DispatchMode {
     return op.kind == OpKind::View || !written_.count(t.impl());
   }
 
-  void graph_break(const std::string& reason, const std::source_location& where) {
+  void graph_break(const std::string& reason, const SourceLocation& where) {
     const std::string loc = location_str(where);
     if (site_.options.fullgraph || error_on_graph_break()) {
       throw GraphBreakError("[compile] graph break: " + reason + " at " + loc +
@@ -245,7 +245,7 @@ class Tracer : public DispatchMode {
     ++graph_index_;
   }
 
-  static void hook(const TensorImpl* t, const char* what, const std::source_location& where) {
+  static void hook(const TensorImpl* t, const char* what, const SourceLocation& where) {
     Tracer* tr = current;
     if (tr && !tr->executing_ && (tr->pending_.count(t) || (t->storage && tr->mutated_.count(t->storage.get()))))
       tr->graph_break(what, where);
@@ -365,7 +365,7 @@ void TraceScope::finish() {
 
 }  // namespace detail
 
-void graph_break(std::source_location where) {
+void graph_break(SourceLocation where) {
   if (detail::current) detail::current->graph_break("compiler::graph_break()", where);
 }
 

@@ -99,7 +99,7 @@ std::string Tensor::to_string() const {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "[ undefined tensor ]";
   // operator<< cannot take the caller's location: the break reports none.
-  detail::on_concrete_value(t.impl(), "printing a tensor", std::source_location());
+  detail::on_concrete_value(t.impl(), "printing a tensor", SourceLocation());
   const bool summarize = t.numel() > kThreshold;
   os << "tensor(";
   if (t.numel() == 0) {

@@ -35,7 +35,7 @@ bool Tensor::is_contiguous() const {
 thread_local detail::ConcreteValueHook detail::concrete_value_hook = nullptr;
 
 template <typename T>
-T* Tensor::data_ptr(std::source_location where) const {
+T* Tensor::data_ptr(SourceLocation where) const {
   check(dtype() == dtype_of<T>::value, "data_ptr", "expected a tensor of dtype ", dtype_of<T>::value,
         " but this tensor has dtype ", dtype());
   detail::on_concrete_value(checked(), "data_ptr()", where);
@@ -43,7 +43,7 @@ T* Tensor::data_ptr(std::source_location where) const {
 }
 
 template <typename T>
-T Tensor::item(std::source_location where) const {
+T Tensor::item(SourceLocation where) const {
   check(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
   detail::on_concrete_value(checked(), std::is_same_v<T, bool> ? "converting a tensor to bool" : "item()", where);
   return visit_dtype(dtype(), [&](auto tag) {
@@ -52,15 +52,15 @@ T Tensor::item(std::source_location where) const {
   });
 }
 
-Scalar Tensor::item(std::source_location where) const {
+Scalar Tensor::item(SourceLocation where) const {
   if (dtype() == kBool) return Scalar(item<bool>(where));
   if (is_floating(dtype())) return Scalar(item<double>(where));
   return Scalar(item<int64_t>(where));
 }
 
 #define KILN_INSTANTIATE(T)                                      \
-  template T* Tensor::data_ptr<T>(std::source_location) const; \
-  template T Tensor::item<T>(std::source_location) const;
+  template T* Tensor::data_ptr<T>(SourceLocation) const; \
+  template T Tensor::item<T>(SourceLocation) const;
 KILN_INSTANTIATE(bool)
 KILN_INSTANTIATE(uint8_t)
 KILN_INSTANTIATE(int8_t)

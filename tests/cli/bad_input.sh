@@ -73,7 +73,7 @@ craft() {  # craft 'from' 'to' -> crafted.safetensors
 }
 craft '"n_head":"2"' '"n_head":"0"';           expect_failure "n_head" generate --ckpt crafted.safetensors
 craft '"n_layer":"1"' '"n_layer":"a"';         expect_failure "n_layer" generate --ckpt crafted.safetensors
-craft '"n_layer":"1"' '"n_layer":"9"';         expect_failure "n_layer" generate --ckpt crafted.safetensors
+craft '"n_layer":"1"' '"n_layer":"9"';         expect_failure "n_layer 9" generate --ckpt crafted.safetensors
 craft '"block_size":"16"' '"block_size":"99"'; expect_failure "model.wpe.weight" generate --ckpt crafted.safetensors
 craft '"step":"4"' '"step":"-"';               expect_failure "step" train --data text.txt --steps 8 --resume --out crafted.safetensors
 craft '"dtype":"F32"' '"dtype":"F33"';         expect_failure "unknown dtype 'F33'" generate --ckpt crafted.safetensors

@@ -41,11 +41,13 @@ TEST(Checkpoint, EveryMetadataFieldIsChecked) {
       {"n_head", "0", "must be in [1, "},                       // was SIGFPE
       {"n_layer", "abc", "is \"abc\", not an integer"},         // was std::invalid_argument
       {"n_layer", "99999999999999999999", "not an integer"},    // was std::out_of_range
-      {"n_layer", "1000000000", "holds 2 blocks"},              // was built until memory ran out
+      {"n_layer", "1000000000", "holds only"},                  // was built until memory ran out
+      {"n_layer", "3", "model.blocks.2."},                      // a block missing
+      {"n_layer", "1", "holds more blocks"},                    // a block left over
       {"n_layer", "1 junk", "not an integer"},                  // was read as 1
       {"n_layer", " 2", "not an integer"},
       {"block_size", "1000000000", "model.wpe.weight"},         // was a heap overflow in randn
-      {"n_embd", "32", "model.wte.weight"},
+      {"n_embd", "32", "metadata implies [32]"},
       {"n_head", "3", "not a multiple of n_head"},
       {"vocab_size", "-256", "must be in [1, "},
       {"step", "-1000000", "must be in [0, "},                  // was a million NaN steps
@@ -59,6 +61,15 @@ TEST(Checkpoint, EveryMetadataFieldIsChecked) {
     cli::TrainState st;
     expect_error([&] { cli::load_model(path, &st); }, {"[checkpoint]", c.needle});
   }
+}
+
+// The loader's shape table is the model's: names and shapes agree with a real state_dict.
+TEST(Checkpoint, StateShapesMatchARealModel) {
+  nn::GPTConfig c;
+  c.n_layer = 3, c.n_head = 2, c.n_embd = 12, c.block_size = 5, c.vocab_size = 7;
+  std::map<std::string, Shape> real;
+  for (const auto& [name, t] : nn::GPT(c).state_dict()) real.emplace(name, t.sizes());
+  EXPECT_EQ(nn::GPT::state_shapes(c), real);
 }
 
 TEST(Checkpoint, DestinationIsCheckedBeforeTraining) {

@@ -36,12 +36,6 @@ int64_t meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t l
   return v;
 }
 
-const Tensor& tensor_of(const io::SafetensorsFile& f, const std::string& name) {
-  auto it = f.tensors.find(name);
-  check(it != f.tensors.end(), kOp, "has no tensor '", name, "'");
-  return it->second;
-}
-
 nn::GPTConfig config_of(const io::SafetensorsFile& f) {
   auto format = f.metadata.find("format");
   check(format != f.metadata.end() && format->second == "kiln-gpt", kOp,
@@ -54,23 +48,22 @@ nn::GPTConfig config_of(const io::SafetensorsFile& f) {
   c.n_head = meta_int(f, "n_head", 1, kMax);
   c.n_embd = meta_int(f, "n_embd", 1, kMax);
   check(c.n_embd % c.n_head == 0, kOp, "metadata n_embd ", c.n_embd, " is not a multiple of n_head ", c.n_head);
-  // The config must describe the tensors present.
-  const Shape wte = tensor_of(f, "model.wte.weight").sizes(), wpe = tensor_of(f, "model.wpe.weight").sizes();
-  check(wte == Shape{c.vocab_size, c.n_embd}, kOp, "model.wte.weight has shape ", shape_str(wte), " but metadata says [",
-        c.vocab_size, ", ", c.n_embd, "]");
-  check(wpe == Shape{c.block_size, c.n_embd}, kOp, "model.wpe.weight has shape ", shape_str(wpe), " but metadata says [",
-        c.block_size, ", ", c.n_embd, "]");
-  int64_t blocks = 0;
-  const std::string prefix = "model.blocks.";
-  for (const auto& [name, t] : f.tensors) {
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    int64_t i = -1;
-    const char* first = name.data() + prefix.size();
-    const auto [end, ec] = std::from_chars(first, name.data() + name.size(), i);
-    check(ec == std::errc() && *end == '.', kOp, "tensor '", name, "' is not under a numbered block");
-    blocks = std::max(blocks, i + 1);
+  // Every parameter the config implies must be in the file with its shape
+  // before anything is built, so the model's size is bounded by the file's
+  // own (a lying n_layer or block_size used to allocate without limit). The
+  // n_layer + 1-th block must be absent too: the metadata must not undercount.
+  check(static_cast<size_t>(c.n_layer) <= f.tensors.size(), kOp, "metadata n_layer is ", c.n_layer,
+        " but the file holds only ", f.tensors.size(), " tensors");
+  const std::string implied = detail::concat(" (metadata: vocab_size ", c.vocab_size, ", block_size ", c.block_size,
+                                             ", n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd, ")");
+  for (const auto& [name, shape] : nn::GPT::state_shapes(c)) {
+    auto it = f.tensors.find("model." + name);
+    check(it != f.tensors.end(), kOp, "has no tensor 'model.", name, "', which the metadata implies", implied);
+    check(it->second.sizes() == shape, kOp, "model.", name, " has shape ", shape_str(it->second.sizes()),
+          " but the metadata implies ", shape_str(shape), implied);
   }
-  check(blocks == c.n_layer, kOp, "metadata n_layer is ", c.n_layer, " but the checkpoint holds ", blocks, " blocks");
+  check(!f.tensors.count("model.blocks." + std::to_string(c.n_layer) + ".ln1.weight"), kOp, "metadata n_layer is ",
+        c.n_layer, " but the checkpoint holds more blocks");
   return c;
 }
 

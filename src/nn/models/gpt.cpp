@@ -127,6 +127,21 @@ GPT::GPT(const GPTConfig& c) : wte(validated(c).vocab_size, c.n_embd), wpe(c.blo
   init::normal_(wpe.weight, 0.0, 0.02);
 }
 
+std::map<std::string, Shape> GPT::state_shapes(const GPTConfig& cfg) {
+  const GPTConfig& c = validated(cfg);
+  const int64_t C = c.n_embd;
+  std::map<std::string, Shape> s{{"wte.weight", {c.vocab_size, C}}, {"wpe.weight", {c.block_size, C}},
+                                 {"ln_f.weight", {C}}, {"ln_f.bias", {C}}};
+  const std::pair<const char*, Shape> block[] = {
+      {"ln1.weight", {C}}, {"ln1.bias", {C}}, {"ln2.weight", {C}}, {"ln2.bias", {C}},
+      {"attn.qkv.weight", {3 * C, C}}, {"attn.qkv.bias", {3 * C}}, {"attn.proj.weight", {C, C}},
+      {"attn.proj.bias", {C}}, {"mlp.fc.weight", {4 * C, C}}, {"mlp.fc.bias", {4 * C}},
+      {"mlp.proj.weight", {C, 4 * C}}, {"mlp.proj.bias", {C}}};
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    for (const auto& [name, shape] : block) s.emplace("blocks." + std::to_string(i) + "." + name, shape);
+  return s;
+}
+
 Tensor GPT::forward(const Tensor& idx) {
   check(idx.dim() == 2, "GPT", "expected token ids of shape (B, T) but got ", idx.dim(), " dims");
   const int64_t T = idx.size(1);
