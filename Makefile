@@ -4,6 +4,8 @@
 
 BUILD ?= build
 SAN_BUILD ?= build-sanitize
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 
 # Build and test dependencies, all Debian packages.
@@ -13,8 +15,10 @@ PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.
 BENCH_PKGS := libtorch-dev
+# The fuzz targets need clang with libFuzzer and its sanitizer runtimes.
+FUZZ_PKGS := clang libclang-rt-14-dev
 
-.PHONY: demo test check-sanitize bench build deps demo-deps bench-deps clean
+.PHONY: demo test check-sanitize fuzz bench build deps demo-deps bench-deps fuzz-deps clean
 
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -37,6 +41,9 @@ demo-deps: deps
 bench-deps: deps
 	$(call install_missing,$(BENCH_PKGS))
 
+fuzz-deps: deps
+	$(call install_missing,$(FUZZ_PKGS))
+
 $(BUILD)/build.ninja: CMakeLists.txt
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 
@@ -58,6 +65,14 @@ check-sanitize: deps
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SAN_BUILD) --output-on-failure
 
+# libFuzzer targets (safetensors reader, checkpoint loader, CLI arguments),
+# each run FUZZ_SECONDS from tests/fuzz/corpus; any finding fails.
+fuzz: fuzz-deps
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \
+	  -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	bash tests/fuzz/run.sh $(FUZZ_BUILD)/bin $(FUZZ_SECONDS)
+
 bench: bench-deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
@@ -67,4 +82,4 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-compile --json
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

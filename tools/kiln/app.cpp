@@ -32,12 +32,10 @@ std::string subcommand_names(CLI::App& app) {
 int run_cli(int argc, const char* const* argv, bool run_commands) {
   CLI::App app{"kiln: a CPU-first deep-learning framework"};
   app.require_subcommand(1);
-  add_info(app);
-  add_demo(app);
-  add_train(app);
-  add_generate(app);
-  if (!run_commands)
-    for (CLI::App* sub : subcommands(app)) sub->callback({});
+  add_info(app, run_commands);
+  add_demo(app, run_commands);
+  add_train(app, run_commands);
+  add_generate(app, run_commands);
   if (argc > 1 && argv[1][0] != '-' && !is_known_subcommand(app, argv[1])) {
     std::cerr << "kiln: unknown command '" << argv[1] << "' (expected one of: " << subcommand_names(app) << ")\n";
     return 2;

@@ -29,7 +29,7 @@ void run(const GenerateArgs& a) {
 
 }  // namespace
 
-void add_generate(CLI::App& app) {
+void add_generate(CLI::App& app, bool execute) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "sample text from a trained checkpoint");
   cmd->add_option("--ckpt", a->ckpt, "checkpoint written by kiln train");
@@ -38,7 +38,9 @@ void add_generate(CLI::App& app) {
   add_real_flag(*cmd, "--temperature", a->temperature, 0, 1e6, "sampling temperature (0 = greedy)");
   add_int_flag(*cmd, "--top-k", a->top_k, 0, kIntMax, "sample among the k most likely (0 = all)");
   add_int_flag(*cmd, "--seed", a->seed, 0, kIntMax, "random seed");
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a, execute] {
+    if (execute) run(*a);
+  });
 }
 
 }  // namespace kiln::cli

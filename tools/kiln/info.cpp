@@ -6,9 +6,10 @@
 
 namespace kiln::cli {
 
-void add_info(CLI::App& app) {
+void add_info(CLI::App& app, bool execute) {
   auto* cmd = app.add_subcommand("info", "print version, CPU capability, threads and BLAS");
-  cmd->callback([] {
+  cmd->callback([execute] {
+    if (!execute) return;
     std::cout << "kiln " << version() << "\n";
     std::cout << "cpu capability: " << capability_name(cpu_capability()) << "\n";
     std::cout << "available:";

@@ -173,7 +173,7 @@ void run(const TrainArgs& a) {
 
 }  // namespace
 
-void add_train(CLI::App& app) {
+void add_train(CLI::App& app, bool execute) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "train the character-level GPT");
   cmd->add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
@@ -199,7 +199,9 @@ void add_train(CLI::App& app) {
   add_int_flag(*cmd, "--threads", a->threads, 1, 4096, "threads (default: all cores)");
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out (its architecture, its step)");
   cmd->add_flag("--compile", a->compile, "run the loss, its backward and the AdamW update through kiln::compile");
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a, execute] {
+    if (execute) run(*a);
+  });
 }
 
 }  // namespace kiln::cli
