@@ -5,9 +5,9 @@
 
 #include "core/allocator.h"
 
+#include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/tensor_impl.h"
-#include "kiln/dtype.h"
 
 namespace kiln {
 

@@ -7,7 +7,8 @@
 // random part makes the name unguessable. A writer killed mid-save leaves
 // its temporary behind; the next save of the same path removes every
 // temporary whose pid no longer runs (a live pid may be another process
-// saving right now, so its file is left alone).
+// saving right now, so its file is left alone), the unsuffixed names of
+// earlier versions included.
 #include "io/files.h"
 
 #include <dirent.h>
@@ -40,7 +41,8 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// Removes `<base>.tmp.<pid>.*` in dir for pids that no longer run.
+// Removes `<base>.tmp.<pid>.*` in dir for pids that no longer run (and
+// `<base>.tmp.<pid>`, the name earlier versions used).
 void remove_dead_temporaries(const std::string& dir, const std::string& base) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
@@ -50,7 +52,7 @@ void remove_dead_temporaries(const std::string& dir, const std::string& base) {
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-    if (pid <= 0 || *end != '.') continue;
+    if (pid <= 0 || (*end != '.' && *end != '\0')) continue;
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlinkat(::dirfd(d), name.c_str(), 0);
   }
   ::closedir(d);

@@ -91,8 +91,6 @@ Tensor unary_numeric(const OpDef& op, const Tensor& x) {
   return call(op, {x});
 }
 
-// Binary arithmetic: promote, check broadcasting, dispatch. `float_only`
-// ops (true division) compute integers in the default float dtype.
 // PyTorch computes bool + bool as logical or and bool * bool as logical and
 // (a bool result); alpha, if given, must be 1 (true).
 const OpDef* bool_form(const OpDef& op, const Attrs& attrs) {
@@ -102,6 +100,8 @@ const OpDef* bool_form(const OpDef& op, const Attrs& attrs) {
   return &op == &kAdd ? &kOr : &kAnd;
 }
 
+// Binary arithmetic: promote, check broadcasting, dispatch. `float_only`
+// ops (true division) compute integers in the default float dtype.
 Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b, bool float_only = false, const Attrs& attrs = {}) {
   broadcast_shapes(a.sizes(), b.sizes(), op.name.c_str());
   DType t = result_type(a, b);

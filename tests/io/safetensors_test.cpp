@@ -195,10 +195,12 @@ TEST(Safetensors, SavesRemoveTemporariesOfDeadWritersOnly) {
   ::waitpid(child, nullptr, 0);
   const std::string dead = path + ".tmp." + std::to_string(child) + ".1234";
   const std::string live = path + ".tmp." + std::to_string(::getpid()) + ".5678";
+  const std::string legacy = path + ".tmp." + std::to_string(child);  // the name before the random suffix
   const std::string other = path + ".tmpx." + std::to_string(child) + ".1";
-  for (const auto& p : {dead, live, other}) std::ofstream(p) << "partial";
+  for (const auto& p : {dead, legacy, live, other}) std::ofstream(p) << "partial";
   io::save_safetensors(path, {{"a", ones({2})}});
   EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_FALSE(std::filesystem::exists(legacy));
   EXPECT_TRUE(std::filesystem::exists(live));   // maybe a save in progress
   EXPECT_TRUE(std::filesystem::exists(other));  // not one of ours
   EXPECT_EQ(values(io::load_safetensors(path).tensors.at("a")), std::vector<double>({1, 1}));

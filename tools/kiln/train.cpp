@@ -16,6 +16,14 @@
 namespace kiln::cli {
 namespace {
 
+// An architecture flag: with --resume, given or not, the checkpoint decides.
+struct ArchFlag {
+  const char* name;
+  const CLI::Option* option;
+  const int64_t* value;
+  int64_t nn::GPTConfig::*field;
+};
+
 struct TrainArgs {
   std::string data, out = "model.safetensors", separator;
   int64_t layers = 4, heads = 4, width = 128, context = 128, batch = 16, steps = 1300;
@@ -23,15 +31,7 @@ struct TrainArgs {
   double lr = 4e-3, min_lr = 4e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
   bool resume = false, overwrite = false;
   bool compile = false;  // the loss (forward and, through it, backward) under kiln::compile
-  std::vector<struct ArchFlag> arch_flags;
-};
-
-// An architecture flag: with --resume, given or not, the checkpoint decides.
-struct ArchFlag {
-  const char* name;
-  const CLI::Option* option;
-  const int64_t* value;
-  int64_t nn::GPTConfig::*field;
+  std::vector<ArchFlag> arch_flags;
 };
 
 double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a) {
