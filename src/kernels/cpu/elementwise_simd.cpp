@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/vec_math-inl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -72,7 +73,8 @@ HWY_INLINE void FixHugeArguments(D d, V x, float* out, size_t n) {
     if (hn::AllFalse(d, hn::Gt(hn::Abs(x), hn::Set(d, kSinCosMax)))) return;
     HWY_ALIGN float lanes[HWY_MAX_BYTES / sizeof(float)];
     hn::Store(x, d, lanes);
-    for (size_t j = 0; j < n; ++j)
+    const size_t stored = std::min(n, hn::Lanes(d));  // n never exceeds it; said so the compiler sees it
+    for (size_t j = 0; j < stored; ++j)
       if (std::fabs(lanes[j]) > kSinCosMax) {
         const double v = static_cast<double>(lanes[j]);
         out[j] = static_cast<float>(OP == UnaryOp::Sin ? std::sin(v) : std::cos(v));
