@@ -8,12 +8,14 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 failures=0
+cases=0
 
 # expect_failure "needle" args...: a non-zero exit (no crash signal, no
 # timeout) whose error is one line, the last on stderr, starting "kiln: "
 # and holding needle (progress lines before it are fine).
 expect_failure() {
   local needle=$1; shift
+  cases=$((cases + 1))
   timeout 60 "$KILN" "$@" >out.txt 2>err.txt
   local rc=$?
   local errors
@@ -81,7 +83,7 @@ head -c 100 m.safetensors >truncated.safetensors
 expect_failure "safetensors" generate --ckpt truncated.safetensors
 
 if [[ $failures -ne 0 ]]; then
-  echo "$failures case(s) failed"
+  echo "$failures of $cases case(s) failed"
   exit 1
 fi
-echo "all CLI bad-input cases passed"
+echo "all $cases CLI bad-input cases passed"
