@@ -34,6 +34,11 @@ inline constexpr float kSinCosMax = 8192.0f;
 template <class D, class V>
 HWY_INLINE void ExpParts(D d, V x, V& mant, V& scale) {
   const auto low = hn::Lt(x, hn::Set(d, -80.0f));
+  if (HWY_LIKELY(hn::AllFalse(d, low))) {  // the usual vector: no lane needs the scaling
+    mant = hn::Exp(d, hn::Min(x, hn::Set(d, 89.0f)));
+    scale = hn::Set(d, 1.0f);
+    return;
+  }
   // Above 89 the result is +inf; Exp(89) already overflows to it.
   const V arg = hn::Min(hn::Max(hn::IfThenElse(low, hn::Add(x, hn::Set(d, 16.0f)), x), hn::Set(d, -120.0f)),
                         hn::Set(d, 89.0f));
