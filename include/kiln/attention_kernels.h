@@ -382,8 +382,6 @@ bool decode_eligible(const Shapes& s, const BlockMask<MaskMod>& m, int64_t reque
 template <class MaskMod>
 int64_t decode_partitions(const Shapes& s, const BlockMask<MaskMod>& m, int64_t requested) {
   if (requested > 0) return requested;
-  // An empty batch or mask has no work to split (and nothing to divide by).
-  if (s.B * s.Hkv == 0 || m.kv_num_blocks.numel() == 0) return 1;
   const int64_t blocks = m.kv_num_blocks.template data_ptr<int32_t>()[0] + m.full_kv_num_blocks.template data_ptr<int32_t>()[0];
   const int64_t want = (4 * get_num_threads() + s.B * s.Hkv - 1) / (s.B * s.Hkv);
   return std::max<int64_t>(1, std::min(want, blocks / 4));

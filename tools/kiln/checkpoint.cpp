@@ -20,10 +20,10 @@ const char* kOp = "checkpoint";
 // Note [Checkpoint metadata is untrusted]
 // A checkpoint may come from anywhere. Every metadata field is parsed as a
 // whole decimal integer in its range ("1 junk", "abc", "-0x1" and overflow
-// are errors naming the field), and the config must agree with the tensors
-// actually present (embedding shapes, the number of blocks) before a single
-// module is built, so a lying n_layer or block_size cannot make the loader
-// allocate more than the file itself holds.
+// are errors naming the field), and every tensor the config implies
+// (GPT::state_shapes) must be present with its shape before a single module
+// is built, so a lying n_layer or block_size cannot make the loader allocate
+// more than the file itself holds.
 int64_t meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t lo, int64_t hi) {
   auto it = f.metadata.find(key);
   check(it != f.metadata.end(), kOp, "metadata has no '", key, "': not a kiln train checkpoint");
@@ -48,10 +48,8 @@ nn::GPTConfig config_of(const io::SafetensorsFile& f) {
   c.n_head = meta_int(f, "n_head", 1, kMax);
   c.n_embd = meta_int(f, "n_embd", 1, kMax);
   check(c.n_embd % c.n_head == 0, kOp, "metadata n_embd ", c.n_embd, " is not a multiple of n_head ", c.n_head);
-  // Every parameter the config implies must be in the file with its shape
-  // before anything is built, so the model's size is bounded by the file's
-  // own (a lying n_layer or block_size used to allocate without limit). The
-  // n_layer + 1-th block must be absent too: the metadata must not undercount.
+  // The table has n_layer blocks: bound n_layer by the file before making it.
+  // The n_layer + 1-th block must be absent too: the metadata must not undercount.
   check(static_cast<size_t>(c.n_layer) <= f.tensors.size(), kOp, "metadata n_layer is ", c.n_layer,
         " but the file holds only ", f.tensors.size(), " tensors");
   const std::string implied = detail::concat(" (metadata: vocab_size ", c.vocab_size, ", block_size ", c.block_size,
