@@ -49,8 +49,12 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 // Makes `outputs` (computed outside the dispatcher, e.g. by a templated
 // kernel) differentiable: backward(grads of outputs) must return one
 // gradient per input (undefined where none). Capture saved values detached.
+// materialize_grads = false (PyTorch's ctx.set_materialize_grads(False)):
+// the gradient of an output no gradient flowed to arrives undefined instead
+// of as zeros.
 void record_function(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward);
+                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward,
+                     bool materialize_grads = true);
 
 struct GradcheckOptions {
   double eps = 1e-6;

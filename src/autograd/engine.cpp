@@ -1,6 +1,7 @@
 // The backward pass: walks the graph from the roots in dependency order,
 // summing the gradients that reach each node, and accumulates into leaves.
 // Also the Tensor methods of autograd and autograd::grad.
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -92,9 +93,18 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     std::vector<Tensor> grads = std::move(buffers[n.get()]);
     buffers.erase(n.get());
     grads.resize(std::max<size_t>(n->output_meta.size(), grads.size()));
+    // Note [Gradients that do not flow]
+    // A node reached only through edges that carried no gradient (an input
+    // of a compiled graph that only dead code read, an output nothing
+    // differentiable came from) is skipped as PyTorch skips it: its inputs
+    // get no gradient (a leaf's .grad stays undefined, autograd::grad with
+    // allow_unused gives an undefined tensor) rather than zeros.
+    const bool reached = std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined() && i < n->output_meta.size())
+      if (!reached) break;
+      if (!grads[i].defined() && i < n->output_meta.size() && n->materialize_grads)
         grads[i] = zeros(n->output_meta[i].sizes, n->output_meta[i].dtype);
+      if (!grads[i].defined()) continue;
       if (i < n->output_hooks.size())
         for (auto& hook : n->output_hooks[i]) {
           Tensor r = hook(grads[i]);
@@ -103,7 +113,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     }
     const bool is_leaf_node = n->next_edges.empty() && n->name() == "AccumulateGrad";
     if (is_leaf_node && capture) continue;
-    std::vector<Tensor> gin = n->apply(std::move(grads));
+    std::vector<Tensor> gin = reached ? n->apply(std::move(grads)) : std::vector<Tensor>(n->next_edges.size());
     if (!retain_graph) n->release_saved();
     for (size_t k = 0; k < n->next_edges.size() && k < gin.size(); ++k) {
       const Edge& e = n->next_edges[k];
@@ -160,7 +170,7 @@ struct FunctionNode final : Node {
 }  // namespace
 
 void record_function(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward) {
+                     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward, bool materialize_grads) {
   if (!is_grad_enabled()) return;
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.requires_grad();
@@ -168,6 +178,7 @@ void record_function(const std::string& name, const std::vector<Tensor>& inputs,
   auto node = std::make_shared<FunctionNode>();
   node->fn_name = name;
   node->backward = std::move(backward);
+  node->materialize_grads = materialize_grads;
   for (const Tensor& t : inputs) {
     const bool g = t.requires_grad();
     node->needs_grad.push_back(g);

@@ -114,7 +114,7 @@ const struct Register {
                       kSaveNone);
     for (const char* name : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
                              "logical_not", "full", "arange", "linspace", "eye", "rand", "randint", "multinomial",
-                             "one_hot", "all", "any", "gelu_backward", "gelu_tanh_backward"})
+                             "one_hot", "all", "any", "gelu_backward", "gelu_tanh_backward", "detach"})
       register_nondifferentiable(name);
   }
 } register_formulas;

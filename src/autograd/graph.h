@@ -35,10 +35,13 @@ struct Edge {
 struct Node {
   virtual ~Node() = default;
   virtual std::string name() const = 0;
-  // grads: one per output of this node (undefined ones become zeros first).
-  // Returns one gradient per next edge (undefined where not needed).
+  // grads: one per output of this node (undefined ones become zeros first,
+  // unless materialize_grads is false). Returns one gradient per next edge
+  // (undefined where not needed). A node that no gradient reached is not
+  // applied: undefined flows on (Note [Gradients that do not flow]).
   virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
   virtual void release_saved() {}
+  bool materialize_grads = true;
 
   std::vector<autograd::Edge> next_edges;
   std::vector<TensorMeta> output_meta;

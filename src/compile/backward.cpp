@@ -16,6 +16,10 @@
 // op without a formula ends the attempt: the graph is then replayed op by op
 // through autograd, which is always correct. Graphs with dynamic dims are
 // replayed too, since formulas bake sizes into attributes.
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +29,8 @@
 #include "kiln/ops.h"
 
 namespace kiln::compiler::detail {
+
+struct BackwardVariants;
 
 struct BackwardGraph {
   Trace trace;  // placeholders only: every input is bound at run time
@@ -38,6 +44,28 @@ struct BackwardGraph {
   std::vector<int> outputs;     // forward live values carrying grad: the autograd node's outputs
   std::vector<int> results;     // per inputs: backward value holding its gradient, or -1 (none)
   std::vector<int> saved;       // forward values bound (bind >= 0), in slot order
+  // Per saved: its index in the forward's saved values (the full graph's
+  // `saved`, which the forward keeps; a variant reads some of them).
+  std::vector<int> saved_index;
+  // What the graphs for other sets of flowing gradients are built from.
+  std::shared_ptr<BackwardVariants> variants;
+};
+
+// Note [Gradients that do not flow]
+// The compiled node is recorded with materialize_grads = false: the
+// gradient of an output that no gradient reached arrives undefined, and
+// the backward that runs is the graph differentiated with only the
+// gradients that flow (built on first need, then cached here). So a formula
+// runs only where eager would run it (log's at 0 with a zero gradient is
+// 0 * inf = NaN), and only the saved values that graph reads are unpacked
+// (one modified in place under no_grad matters only to the outputs whose
+// backward reads it, as in eager).
+struct BackwardVariants {
+  Trace forward;  // the forward trace's metadata, without memory
+  std::vector<int> order, rep;
+  std::string backend;
+  std::mutex mu;
+  std::map<std::vector<bool>, std::shared_ptr<const BackwardGraph>> built;
 };
 
 namespace {
@@ -60,10 +88,12 @@ class Recorder final : public DispatchMode {
   }
 
   // An input of the backward graph with like's metadata, bound at run time
-  // to `bind`.
+  // to `bind`; its own unwritten memory, since like may have none.
   Tensor input(const TensorImpl& like, int bind) {
     auto impl = std::make_shared<TensorImpl>(like);
     impl->autograd.reset();
+    impl->storage = std::make_shared<StorageImpl>(
+        layout_extent_nbytes(like.sizes, like.strides, like.storage_offset, like.dtype, "compile"));
     Tensor t(std::move(impl));
     add_input(t, bind);
     return t;
@@ -120,8 +150,15 @@ thread_local Recorder* Recorder::active = nullptr;
 
 bool is_dynamic(const Tensor& t) { return t.impl()->dynamic_dims != 0; }
 
-// Calls the formulas of plan's nodes in reverse order under the recorder.
-void differentiate(const Trace& t, const Plan& plan, BackwardGraph& g) {
+// Calls the formulas of the nodes in `order` in reverse under the
+// recorder, with gradients flowing from the live outputs `flowing` marks
+// (all when null).
+void differentiate(const Trace& t, const std::vector<int>& order, const std::vector<int>& rep,
+                   const std::vector<bool>* flowing, BackwardGraph& g) {
+  struct {
+    const std::vector<int>& order;
+    const std::vector<int>& rep;
+  } plan{order, rep};
   NoGradGuard no_grad;  // as the engine runs formulas
   Recorder rec(g);
   const int nv = t.num_values();
@@ -156,9 +193,11 @@ void differentiate(const Trace& t, const Plan& plan, BackwardGraph& g) {
   auto accumulate = [&](int v, const Tensor& x) { grad[v] = grad[v].defined() ? add(grad[v], x) : x; };
   for (int v = 0; v < nv; ++v) {
     if (!t.live[v] || !req[plan.rep[v]]) continue;
-    const TensorImpl& m = meta_of(v);
-    accumulate(plan.rep[v], rec.input(*empty(m.sizes, m.dtype).impl(), -1 - static_cast<int>(g.outputs.size())));
+    const int b = static_cast<int>(g.outputs.size());
     g.outputs.push_back(v);
+    if (flowing && !(*flowing)[b]) continue;
+    const TensorImpl& m = meta_of(v);
+    accumulate(plan.rep[v], rec.input(*empty(m.sizes, m.dtype).impl(), -1 - b));
   }
   for (auto it = plan.order.rbegin(); it != plan.order.rend(); ++it) {
     const TracedNode& node = t.nodes[*it];
@@ -194,20 +233,35 @@ void differentiate(const Trace& t, const Plan& plan, BackwardGraph& g) {
   for (int v : g.inputs) g.results.push_back(grad[v].defined() ? rec.value_of(grad[v]) : -1);
 }
 
-}  // namespace
+// A copy of t's metadata that holds no tensor memory and no autograd
+// history (kept by a plan to build backward variants later).
+Trace metadata_copy(const Trace& t) {
+  auto strip = [](const TensorImpl& i, bool requires_grad) {
+    auto c = std::make_shared<TensorImpl>(i);
+    c->storage.reset();
+    c->autograd.reset();
+    if (requires_grad) c->autograd = std::make_shared<AutogradMeta>(), c->autograd->requires_grad = true;
+    return c;
+  };
+  Trace c;
+  for (const Tensor& x : t.externals) c.externals.push_back(x.defined() ? Tensor(strip(*x.impl(), x.requires_grad())) : x);
+  c.value_ext = t.value_ext;
+  for (const auto& v : t.values) c.values.push_back(v ? strip(*v, false) : nullptr);
+  c.nodes = t.nodes;
+  c.live = t.live;
+  return c;
+}
 
-void build_backward(const Trace& t, Plan& plan, const std::string& backend, std::string* warning) {
+// Differentiates t (see differentiate) and compiles the backward graph.
+// Throws NotTraceable or Error when a formula cannot be traced.
+std::shared_ptr<BackwardGraph> compile_backward(const Trace& t, const std::vector<int>& order,
+                                                const std::vector<int>& rep, const std::vector<bool>* flowing,
+                                                const std::string& backend, std::string* warning) {
   auto g = std::make_shared<BackwardGraph>();
-  try {
+  {
     // The recorder's values are pending tensors too: Note [Untouched blocks].
     const core::UnwrittenAllocations pending_storage;
-    differentiate(t, plan, *g);
-  } catch (const NotTraceable& e) {
-    plan.backward_note = e.why;
-    return;
-  } catch (const Error& e) {
-    plan.backward_note = e.what();
-    return;
+    differentiate(t, order, rep, flowing, *g);
   }
   Trace& bt = g->trace;
   bt.live.assign(bt.num_values(), false);
@@ -223,23 +277,71 @@ void build_backward(const Trace& t, Plan& plan, const std::string& backend, std:
     for (int in : bt.nodes[n].inputs) used[g->plan.rep[in]] = true;
   for (int r : g->results)
     if (r >= 0) used[g->plan.rep[r]] = true;
-  plan.saved.assign(t.num_values(), false);
   for (size_t s = 0; s < g->bind.size(); ++s)
-    if (g->bind[s] >= 0 && used[g->slot_value[s]]) {
-      g->saved.push_back(g->bind[s]);
-      plan.saved[g->bind[s]] = true;
-    }
+    if (g->bind[s] >= 0 && used[g->slot_value[s]]) g->saved.push_back(g->bind[s]);
   if (backend == "cpp") generate_cpp(bt, g->plan, warning);
   std::vector<bool> results(bt.num_values(), false);
   for (int r : g->results)
     if (r >= 0) results[g->plan.rep[r]] = true;
   schedule_frees(bt, g->plan, results);
   // The placeholders' memory is not needed any more: the plan keeps only
-  // sizes. Bound inputs are rebound on every call.
+  // metadata. Bound inputs are rebound on every call.
   for (auto& v : bt.values)
     if (v) v->storage.reset();
   for (size_t s = 0; s < g->bind.size(); ++s)
-    if (g->bind[s] != BackwardGraph::kConstant) bt.externals[s] = Tensor();
+    if (g->bind[s] != BackwardGraph::kConstant) bt.externals[s].impl()->storage.reset();
+  return g;
+}
+
+// The backward for the outputs whose gradients flow.
+const BackwardGraph& variant_for(const BackwardGraph& full, const std::vector<bool>& flowing) {
+  if (std::all_of(flowing.begin(), flowing.end(), [](bool f) { return f; })) return full;
+  BackwardVariants& vs = *full.variants;
+  std::lock_guard<std::mutex> lock(vs.mu);
+  std::shared_ptr<const BackwardGraph>& slot = vs.built[flowing];
+  if (slot) return *slot;
+  std::shared_ptr<BackwardGraph> g;
+  std::string warning;
+  try {
+    g = compile_backward(vs.forward, vs.order, vs.rep, &flowing, vs.backend, &warning);
+  } catch (const NotTraceable& e) {
+    fail("compiled_graph_backward", "the backward of a compiled graph for some of its outputs could not be traced: ",
+         e.why);
+  }
+  if (!warning.empty()) std::cerr << "[kiln.compile] warning: " << warning << "\n";
+  for (int v : g->saved) {
+    const auto it = std::find(full.saved.begin(), full.saved.end(), v);
+    check(it != full.saved.end(), "compiled_graph_backward", "the backward for some outputs reads forward value ", v,
+          ", which the forward did not save");
+    g->saved_index.push_back(static_cast<int>(it - full.saved.begin()));
+  }
+  slot = std::move(g);
+  return *slot;
+}
+
+}  // namespace
+
+void build_backward(const Trace& t, Plan& plan, const std::string& backend, std::string* warning) {
+  std::shared_ptr<BackwardGraph> g;
+  try {
+    g = compile_backward(t, plan.order, plan.rep, nullptr, backend, warning);
+  } catch (const NotTraceable& e) {
+    plan.backward_note = e.why;
+    return;
+  } catch (const Error& e) {
+    plan.backward_note = e.what();
+    return;
+  }
+  plan.saved.assign(t.num_values(), false);
+  for (size_t i = 0; i < g->saved.size(); ++i) {
+    plan.saved[g->saved[i]] = true;
+    g->saved_index.push_back(static_cast<int>(i));
+  }
+  g->variants = std::make_shared<BackwardVariants>();
+  g->variants->forward = metadata_copy(t);
+  g->variants->order = plan.order;
+  g->variants->rep = plan.rep;
+  g->variants->backend = backend;
   plan.backward = std::move(g);
 }
 
@@ -258,7 +360,9 @@ void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const st
   autograd::record_function(
       "compiled_graph", inputs, outputs,
       [backward = plan.backward, saved = std::move(saved)](const std::vector<Tensor>& grads) {
-        const BackwardGraph& g = *backward;
+        std::vector<bool> flowing;
+        for (const Tensor& gr : grads) flowing.push_back(gr.defined());
+        const BackwardGraph& g = variant_for(*backward, flowing);
         const Trace& bt = g.trace;
         std::vector<Tensor> vals(bt.num_values());
         size_t next_saved = 0;
@@ -266,13 +370,15 @@ void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const st
           const int b = g.bind[s], v = g.slot_value[s];
           if (b == BackwardGraph::kConstant) vals[v] = bt.externals[s];
           else if (b < 0) vals[v] = grads[-1 - b].contiguous();  // traced contiguous
-          else if (next_saved < g.saved.size() && g.saved[next_saved] == b) vals[v] = saved[next_saved++].unpack("compiled_graph");
+          else if (next_saved < g.saved.size() && g.saved[next_saved] == b)
+            vals[v] = saved[g.saved_index[next_saved++]].unpack("compiled_graph");
         }
         run_plan(g.plan, bt, vals, false);
         std::vector<Tensor> result;
         for (int r : g.results) result.push_back(r >= 0 ? vals[g.plan.rep[r]] : Tensor());
         return result;
-      });
+      },
+      /*materialize_grads=*/false);
 }
 
 }  // namespace kiln::compiler::detail

@@ -320,7 +320,9 @@ void* load_or_build(const std::string& source, std::string* warning) {
   const char* cxx_env = std::getenv("KILN_CXX");
   const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
   // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
-  const std::string flags = "-O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
+  // -ffp-contract=off: eager rounds a * b before adding c, and so must the
+  // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
+  const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
   const std::string libs = "-lmvec -lm";
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags));
@@ -397,10 +399,9 @@ struct Schedule {
   template <class Fn>
   void reads(int item, Fn&& fn) const {
     if (item >= 0) {
-      for (int in : t.nodes[item].inputs) fn(p.rep[in]);
+      for_each_read(t, p, item, fn);
     } else {
-      for (const Member& m : groups[-1 - item].members)
-        for (int in : t.nodes[m.node].inputs) fn(p.rep[in]);
+      for (const Member& m : groups[-1 - item].members) for_each_read(t, p, m.node, fn);
     }
   }
   template <class Fn>
@@ -425,11 +426,37 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
   g.space = *sp;
   const Schedule sched{t, p, groups};
   std::vector<bool> in_group(t.num_values(), false), after(t.num_values(), false);
+  // How the loop holds each of its values: per element ('j') or per row ('r').
+  std::vector<char> held(t.num_values(), 0);
   auto take = [&](int node, Role role) {
     g.members.push_back({node, role});
-    for (int o : t.nodes[node].outputs) in_group[o] = true;
+    for (int o : t.nodes[node].outputs) {
+      in_group[o] = true;
+      held[o] = role == Role::RowSum || role == Role::RowElem ? 'r' : 'j';
+    }
     if (role == Role::ColSum)  // known after the loop only
       for (int o : t.nodes[node].outputs) after[o] = true;
+  };
+  // Whether node n, taking `role`, reads the loop's own values as the loop
+  // holds them: a per-element value at the same element, a per-row value
+  // once per row. A row sum without keepdim broadcast along the last dim
+  // is read per column, and a norm's weight per column: the loop holds
+  // neither, so such a node stays out (it reads the stored value).
+  auto reads_fit = [&](const TracedNode& n, Role role) {
+    for (size_t a = 0; a < n.inputs.size(); ++a) {
+      const int v = p.rep[n.inputs[a]];
+      if (!in_group[v]) continue;
+      char want = 'j';
+      if (role == Role::Norm && a > 0) return false;
+      if (role == Role::RowElem) want = 'r';
+      if (role == Role::Elem && n.op->kind != OpKind::View) {
+        const char access = access_of(sizes_of(t, v), sizes_of(t, n.outputs[0]));
+        if (access != held[v]) return false;
+        continue;
+      }
+      if (held[v] != want) return false;
+    }
+    return true;
   };
   take(seq[i], row_head(t, p, first) ? Role::Head : *role_in(t, p, first, g.space));
   std::vector<int> before, later;
@@ -448,6 +475,7 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
     // merely has `rows` elements is not one). slice_backward reads its input
     // at other columns than the one computed: that input must come from memory.
     if (role == Role::RowElem && !reads_group) role.reset();
+    if (role && !reads_fit(t.nodes[seq[j]], *role)) role.reset();
     if (role && t.nodes[seq[j]].op->name == "slice_backward" && in_group[p.rep[t.nodes[seq[j]].inputs[0]]]) role.reset();
     if (role) {
       take(seq[j], *role);
@@ -547,8 +575,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   fold_bias_adds(t, plan);
   // Uses of each value outside its node, to know what a loop must write.
   std::vector<int> users_after(t.num_values(), 0);
-  for (int n : plan.order)
-    for (int in : t.nodes[n].inputs) users_after[plan.rep[in]]++;
+  for (int n : plan.order) for_each_read(t, plan, n, [&](int v) { users_after[v]++; });
   std::vector<bool> live_rep(t.num_values(), false);
   for (int v = 0; v < t.num_values(); ++v)
     if (t.live[v] || (!plan.saved.empty() && plan.saved[v])) live_rep[plan.rep[v]] = true;  // saved: read by the backward
@@ -571,6 +598,14 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff"})
     src << "#pragma omp declare simd notinbranch\nfloat " << f << "(float);\n";
   src << "}\n\n" << kExp2Source;
+  // Whether something after group g in the schedule reads value v.
+  const Schedule sched{t, plan, groups};
+  auto read_after_group = [&](size_t g, int v) {
+    const auto at = std::find(seq.begin(), seq.end(), -1 - static_cast<int>(g));
+    bool read = false;
+    for (auto it = at + 1; it != seq.end() && !read; ++it) sched.reads(*it, [&](int x) { read = read || x == v; });
+    return read;
+  };
   std::vector<std::shared_ptr<FusedKernel>> kernels;
   for (size_t g = 0; g < groups.size(); ++g) {
     const Group& grp = groups[g];
@@ -708,7 +743,8 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     // declared without __restrict), per-row values once the row is done.
     auto overwritten_input = [&](int v) {
       const auto it = overwrites.find(v);
-      if (!grp.flat || it == overwrites.end()) return -1;
+      // Not while a node after the loop still reads the old value.
+      if (!grp.flat || it == overwrites.end() || read_after_group(g, it->second)) return -1;
       const auto in = std::find(k->inputs.begin(), k->inputs.end(), it->second);
       const int i = in == k->inputs.end() ? -1 : static_cast<int>(in - k->inputs.begin());
       return std::find(k->in_place.begin(), k->in_place.end(), i) == k->in_place.end() ? i : -1;

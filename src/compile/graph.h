@@ -100,6 +100,14 @@ struct Plan {
   std::string backward_note;
 };
 
+// Calls fn(value) for each value node n reads when the plan runs it: its
+// inputs, and the bias a bmm_broadcast runs with (Plan::bias_of).
+template <class Fn>
+void for_each_read(const Trace& t, const Plan& p, int n, Fn&& fn) {
+  for (int in : t.nodes[n].inputs) fn(p.rep[in]);
+  if (!p.bias_of.empty() && p.bias_of[n] >= 0) fn(p.rep[p.bias_of[n]]);
+}
+
 // Whether running the trace must record autograd history: some input
 // requires grad and some op was traced with grad enabled.
 bool records_grad(const Trace& t);

@@ -80,15 +80,20 @@ void execute(const Plan& plan, Trace& t) {
     if (t.value_ext[v] >= 0) vals[v] = t.externals[t.value_ext[v]];
   const bool grad = records_grad(t);
   run_plan(plan, t, vals, grad && !plan.backward);
-  // Two live tensors merged by CSE must not share memory (eager gives each
-  // its own): the second gets a copy.
+  // Two live tensors merged by CSE must not share memory when eager gives
+  // each its own (computed values): the second gets a copy. Two equal views
+  // of one base share it in eager too, and keep sharing it.
+  std::vector<bool> is_view(t.num_values(), false);
+  for (const TracedNode& n : t.nodes)
+    for (int o : n.outputs) is_view[o] = n.op->kind == OpKind::View;
   std::vector<Tensor> handed(t.num_values());
   std::unordered_set<const TensorImpl*> seen;
   for (int v = 0; v < t.num_values(); ++v) {
     if (!t.live[v]) continue;
     handed[v] = vals[plan.rep[v]];
     // A folded constant belongs to the cached plan: the program gets a copy.
-    if (!seen.insert(handed[v].impl()).second || is_constant(plan, plan.rep[v])) handed[v] = handed[v].clone();
+    if ((!seen.insert(handed[v].impl()).second && !is_view[v]) || is_constant(plan, plan.rep[v]))
+      handed[v] = handed[v].clone();
   }
   if (grad && plan.backward) record_backward(plan, vals, handed);
   for (int v = 0; v < t.num_values(); ++v)

@@ -125,10 +125,9 @@ void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep) {
   std::vector<int> last_use(t.num_values(), -1);
   auto reads = [&](size_t i, auto&& fn) {
     if (plan.fused[i]) {
-      for (int n : fused_nodes(*plan.fused[i]))
-        for (int in : t.nodes[n].inputs) fn(plan.rep[in]);
+      for (int n : fused_nodes(*plan.fused[i])) for_each_read(t, plan, n, fn);
     } else {
-      for (int in : t.nodes[plan.order[i]].inputs) fn(plan.rep[in]);
+      for_each_read(t, plan, plan.order[i], fn);
     }
   };
   for (size_t i = 0; i < plan.order.size(); ++i) reads(i, [&](int v) { last_use[v] = static_cast<int>(i); });

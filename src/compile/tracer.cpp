@@ -99,6 +99,16 @@ class Tracer : public DispatchMode {
   std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                             std::span<const Tensor> out) override {
     if (executing_) return dispatch(op, inputs, attrs, out);
+    // A tensor that requires grad and was written under no_grad in this
+    // graph holds a value computed without history, while eager reads the
+    // leaf itself: end the graph so that it is read as an input.
+    if (is_grad_enabled())
+      for (const Tensor& t : inputs)
+        if (written_.count(t.impl()) && t.requires_grad()) {
+          graph_break("a tensor that requires grad read with grad enabled after an in-place update under no_grad",
+                      SourceLocation());
+          break;
+        }
     for (const Tensor& t : inputs)
       if (reads_stale_memory(t, op)) {
         graph_break("a view of a tensor written in this graph", SourceLocation());
@@ -107,8 +117,16 @@ class Tracer : public DispatchMode {
     if (!out.empty()) {
       if (records_write(op, inputs, attrs, out)) return {out.begin(), out.end()};
       // Other in-place and out= ops write memory the program can see:
-      // compute everything traced so far, then run the op eagerly.
+      // compute everything traced so far, then run the op eagerly (not
+      // traced into the next graph: which graph it lands in must not
+      // depend on what the first call compiled).
       if (!trace_.nodes.empty()) graph_break("in-place op '" + op.name + "'", SourceLocation());
+      const bool was = std::exchange(executing_, true);
+      struct Restore {
+        bool& flag;
+        bool value;
+        ~Restore() { flag = value; }
+      } restore{executing_, was};
       return dispatch(op, inputs, attrs, out);
     }
     bool any_pending = false;
@@ -258,14 +276,15 @@ class Tracer : public DispatchMode {
     const int v = trace_.add_input(t);
     ext_.emplace(t.impl(), v);
     // Inputs enter the key by dtype, shape (dynamic dims as '?'), layout
-    // and whether they require grad.
+    // and whether they require grad. As in PyTorch, a dynamic dim of size 0
+    // or 1 is specialized: broadcasting, and so the plan, depends on it.
     const TensorImpl* i = t.impl();
     const uint64_t dyn = site_.options.dynamic ? ~uint64_t(0) : i->dynamic_dims;
     key_ += "in ";
     key_ += dtype_name(i->dtype);
     key_ += '[';
     for (size_t d = 0; d < i->sizes.size(); ++d)
-      key_ += ((dyn >> d) & 1) ? std::string("?,") : std::to_string(i->sizes[d]) + ",";
+      key_ += ((dyn >> d) & 1) && i->sizes[d] > 1 ? std::string("?,") : std::to_string(i->sizes[d]) + ",";
     key_ += ']';
     if (dyn == 0) {
       for (int64_t s : i->strides) key_ += std::to_string(s) + ",";

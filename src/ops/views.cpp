@@ -217,6 +217,9 @@ const OpDef& kUnsqueeze = register_op(view_def("unsqueeze", "unsqueeze(Tensor(a)
 const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)", unfold_shape));
 const OpDef& kAsStrided = register_op(view_def("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)", as_strided_shape));
 const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
+// detach is its own op, not an alias whose history is dropped afterwards,
+// so that a trace (kiln::compile) sees where gradients stop.
+const OpDef& kDetach = register_op(view_def("detach", "detach(Tensor(a) self) -> Tensor(a)", alias_shape));
 
 // Note [View backward ops]
 // slice_backward / select_backward (as in PyTorch) are the gradients of
@@ -338,7 +341,7 @@ Tensor Tensor::as_strided(Shape sizes, Shape strides, std::optional<int64_t> off
 }
 
 Tensor Tensor::detach() const {
-  Tensor out = ops::call(kAlias, {*this});
+  Tensor out = ops::call(kDetach, {*this});
   out.impl()->autograd.reset();
   return out;
 }

@@ -9,35 +9,10 @@
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "kiln/profiler.h"
-#include "test_util.h"
+#include "compile/compile_util.h"
 
 namespace kiln::test {
 namespace {
-
-// Each test compiles into its own fresh cache directory.
-class Compile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char dir[] = "/tmp/kiln-compile-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    cache_dir_ = dir;
-    setenv("KILN_CACHE_DIR", dir, 1);
-    unsetenv("KILN_CXX");
-  }
-  void TearDown() override { std::filesystem::remove_all(cache_dir_); }
-  std::string cache_dir_;
-};
-
-CompileOptions backend(const std::string& b) {
-  CompileOptions o;
-  o.backend = b;
-  return o;
-}
-
-void expect_same(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-5) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  expect_close(got, values(want), tol, tol, what);
-}
 
 TEST_F(Compile, ElementwiseChainMatchesEagerOnBothBackends) {
   manual_seed(60);

@@ -1,0 +1,206 @@
+// Compiled results equal eager ones: each case here is a program on which
+// kiln::compile once gave another value, gradient, requires_grad or error
+// than eager, reduced to its core (issue #24). Every case runs on both
+// backends.
+#include "compile/compile_util.h"
+#include "kiln/autograd.h"
+#include "kiln/kiln.h"
+
+namespace kiln::test {
+namespace {
+
+const char* const kBackends[] = {"cpp", "interpreter"};
+
+TEST_F(Compile, RowSumsBroadcastAlongTheLastDimAreReadPerColumn) {
+  manual_seed(2401);
+  const Tensor b = randn({8});
+  auto row_sum_broadcast = [](const Tensor& x) { return (x + x.sum({-1})) * 2.0; };
+  // A norm's weight computed as a row sum of a square tensor.
+  auto norm_weight = [&](const Tensor& s) { return gelu(layer_norm(s + 1.0, {8}, s.sum({-1}), b)); };
+  for (const char* be : kBackends) {
+    auto f = compile(row_sum_broadcast, backend(be));
+    auto g = compile(norm_weight, backend(be));
+    const Tensor x = randn({4, 4}), s = randn({8, 8});
+    expect_same(f(x), row_sum_broadcast(x), std::string(be) + " (x + x.sum(-1)) * 2");
+    expect_same(g(s), norm_weight(s), std::string(be) + " layer_norm weight from a row sum", 1e-4);
+  }
+}
+
+TEST_F(Compile, AnInPlaceUpdateWaitsForEarlierReadsOfItsDestination) {
+  manual_seed(2402);
+  auto fn = [](const Tensor& x, const Tensor& w) {
+    NoGradGuard g;
+    Tensor m = maximum(x * 2.0 + 1.0, w);
+    w.mul_(3.0);
+    return m;
+  };
+  for (const char* be : kBackends) {
+    const Tensor x = randn({16, 8}), w = randn({16, 8});
+    const Tensor w_eager = w.clone(), w_compiled = w.clone();
+    auto f = compile(fn, backend(be));
+    expect_same(f(x, w_compiled), fn(x, w_eager), std::string(be) + " maximum read before the write");
+    expect_same(w_compiled, w_eager, std::string(be) + " the written destination");
+  }
+}
+
+TEST_F(Compile, DynamicPlansDistinguishBroadcastDims) {
+  manual_seed(2403);
+  auto fn = [](const Tensor& a, const Tensor& b) { return (a * 2.0 + b) * 3.0; };
+  for (const char* be : kBackends) {
+    CompileOptions o = backend(be);
+    o.dynamic = true;
+    auto f = compile(fn, o);
+    const Tensor a = randn({4, 4});
+    for (Shape bs : {Shape{4, 1}, Shape{1, 4}, Shape{4, 4}, Shape{1, 1}}) {
+      const Tensor b = randn(bs);
+      expect_same(f(a, b), fn(a, b), std::string(be) + " b of shape " + shape_str(bs));
+    }
+  }
+}
+
+TEST_F(Compile, GradientsOfBroadcastOperandsAreSummedToTheirShape) {
+  manual_seed(2404);
+  auto fn = [](const Tensor& b, const Tensor& a) { return b - a; };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    for (int call = 0; call < 2; ++call) {
+      const Tensor a = randn({2, 1}).requires_grad_(), b = randn({1}).requires_grad_();
+      const Tensor a2 = a.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
+      const Tensor g = randn({2, 1});
+      f(b, a).backward(g);
+      fn(b2, a2).backward(g);
+      expect_same(b.grad(), b2.grad(), std::string(be) + " grad of b");
+      expect_same(a.grad(), a2.grad(), std::string(be) + " grad of a");
+    }
+  }
+}
+
+TEST_F(Compile, AFoldedGemmBiasIsStoredForItsOtherReaders) {
+  manual_seed(2405);
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    const Tensor bb = b * 2.0;
+    return relu(matmul(x, w) + bb) + (bb + 1.0);
+  };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor x = randn({3, 5}), w = randn({5, 4}), b = randn({4});
+    expect_same(f(x, w, b), fn(x, w, b), std::string(be) + " relu(x @ w + bb) + (bb + 1)");
+  }
+}
+
+TEST_F(Compile, DetachStopsTheCompiledGradient) {
+  manual_seed(2406);
+  auto fn = [](const Tensor& x) {
+    const Tensor h = x * 3.0;
+    return (h * h.detach()).sum();
+  };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor x = randn({5, 3}).requires_grad_(), x2 = x.detach().clone().requires_grad_();
+    f(x).backward();
+    fn(x2).backward();
+    expect_same(x.grad(), x2.grad(), std::string(be) + " h * h.detach()");
+    expect_same(x.grad(), x2 * 9.0, std::string(be) + " 9x");
+  }
+}
+
+TEST_F(Compile, ALeafUpdatedUnderNoGradStillRequiresGrad) {
+  manual_seed(2407);
+  auto fn = [](const Tensor& a, const Tensor& d) {
+    {
+      NoGradGuard g;
+      a.add_(d);
+    }
+    return (a * a).sum();
+  };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor d = randn({6});
+    const Tensor a = randn({6}).requires_grad_(), a2 = a.detach().clone().requires_grad_();
+    const Tensor got = f(a, d), want = fn(a2, d);
+    ASSERT_TRUE(got.requires_grad()) << be;
+    expect_same(got, want, std::string(be) + " value");
+    got.backward();
+    want.backward();
+    expect_same(a.grad(), a2.grad(), std::string(be) + " grad");
+  }
+}
+
+TEST_F(Compile, AnOutputWithoutGradientRunsNoFormula) {
+  auto fn = [](const Tensor& x) { return std::vector<Tensor>{x * 2.0, log(x)}; };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor x = zeros({3}).requires_grad_();
+    f(x)[0].sum().backward();
+    expect_same(x.grad(), full({3}, 2.0), std::string(be) + " d(2x)/dx at 0, log(x) unused");
+    // Both outputs' gradients flow: the full backward, as eager.
+    const Tensor y = full({3}, 0.5).requires_grad_(), y2 = y.detach().clone().requires_grad_();
+    auto outs = f(y), eager = fn(y2);
+    (outs[0].sum() + outs[1].sum()).backward();
+    (eager[0].sum() + eager[1].sum()).backward();
+    expect_same(y.grad(), y2.grad(), std::string(be) + " both outputs");
+    // Only the second output's gradient flows.
+    const Tensor z = full({3}, 0.25).requires_grad_();
+    f(z)[1].sum().backward();
+    expect_same(z.grad(), full({3}, 4.0), std::string(be) + " d(log x)/dx alone");
+  }
+}
+
+TEST_F(Compile, ASavedValueModifiedInPlaceOnlyConcernsItsOwnGradient) {
+  manual_seed(2409);
+  auto fn = [](const Tensor& y) {
+    const Tensor out = y * 2.0;
+    const Tensor t = tanh(y);
+    {
+      NoGradGuard g;
+      t.mul_(2.0);
+    }
+    return std::vector<Tensor>{out, t};
+  };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor y = randn({4}).requires_grad_(), y2 = y.detach().clone().requires_grad_();
+    auto outs = f(y), eager = fn(y2);
+    expect_same(outs[1], eager[1], std::string(be) + " t");
+    outs[0].sum().backward();
+    eager[0].sum().backward();
+    expect_same(y.grad(), y2.grad(), std::string(be) + " unrelated output's gradient");
+    // Through t, eager raises: so does the compiled backward.
+    auto again = f(y);
+    EXPECT_THROW(again[1].sum().backward(), Error) << be;
+    EXPECT_THROW(fn(y2)[1].sum().backward(), Error) << be;
+  }
+}
+
+TEST_F(Compile, AnInputOnlyDeadCodeReadsGetsNoGradient) {
+  manual_seed(2410);
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    const Tensor unused = x * 2.0;
+    (void)unused;
+    return (y * 3.0).sum();
+  };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor x = randn({3}).requires_grad_(), y = randn({3}).requires_grad_();
+    f(x, y).backward();
+    EXPECT_FALSE(x.grad().defined()) << be;
+    expect_same(y.grad(), full({3}, 3.0), std::string(be) + " grad of y");
+    const auto grads = autograd::grad({f(x, y)}, {x, y}, {}, false, /*allow_unused=*/true);
+    EXPECT_FALSE(grads[0].defined()) << be;
+    EXPECT_THROW(autograd::grad({f(x, y)}, {x, y}), Error) << be;
+  }
+}
+
+TEST_F(Compile, GeneratedLoopsRoundLikeEager) {
+  // a * b = 4e38 overflows float32; an FMA would keep a * b + c finite.
+  auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c) { return a * b + c; };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor a = full({64}, 2e19), c = full({64}, -1e38);
+    expect_same(f(a, a, c), fn(a, a, c), std::string(be) + " a * b + c");
+    EXPECT_TRUE(std::isinf(f(a, a, c)[0].item<float>())) << be;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
