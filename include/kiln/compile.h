@@ -27,6 +27,9 @@ struct CompileOptions {
   bool fullgraph = false;         // any graph break is an error
   bool dynamic = false;           // every dim of every input is dynamic (see mark_dynamic)
   std::string backend = "cpp";    // "cpp" (generated C++ for fused loops) or "interpreter"
+  // Only "default": PyTorch's "reduce-overhead" (CUDA graphs) and
+  // "max-autotune" (kernel search) have no kiln counterpart yet and are
+  // refused by name, as is anything else.
   std::string mode = "default";
   int recompile_limit = 8;        // after this many recompiles the call site runs eagerly
 };
@@ -66,7 +69,11 @@ auto error_on_graph_break(bool error, F fn) {
   };
 }
 
-// "default" compiles; "force_eager" runs every compiled callable eagerly.
+// As torch.compiler.set_stance: "default" compiles; "force_eager" runs
+// every compiled callable eagerly; "eager_on_recompile" runs a graph eagerly
+// where it would be compiled again (graphs already compiled still run
+// compiled); "fail_on_recompile" raises kiln::Error, naming the changed
+// guard, where a graph would be compiled again.
 void set_stance(const std::string& stance);
 
 // Compiles once for every size of dim `dim` of t (the structure key ignores

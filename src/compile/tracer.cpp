@@ -42,12 +42,12 @@ struct Logs {
     output_code = s.find("output_code") != std::string::npos;
   }
 };
-const Logs& logs() {
-  static const Logs l;
-  return l;
-}
+// Read at each use (breaks and compiles are rare), so a program may turn
+// logging on and off while it runs.
+Logs logs() { return Logs(); }
 
-std::atomic<bool> force_eager{false};
+enum class Stance { Default, ForceEager, EagerOnRecompile, FailOnRecompile };
+std::atomic<Stance> stance{Stance::Default};
 thread_local std::vector<bool> error_guards;
 thread_local Tracer* current = nullptr;
 
@@ -58,6 +58,43 @@ std::string location_str(const SourceLocation& where) {
 
 }  // namespace
 
+// What a compiled graph's structure key guarded about one input, to name
+// the guard that failed when the graph is compiled again.
+struct InputGuard {
+  DType dtype;
+  Shape sizes, strides;
+  uint64_t dynamic;  // dims whose size the key leaves out
+  bool requires_grad;
+};
+
+// Explanations and hints for the kinds of graph break (as PyTorch 2.9 gives
+// with each break), by the start of the reason.
+struct BreakKind {
+  const char* reason_prefix;
+  const char* explanation;
+  const char* hint;
+};
+constexpr BreakKind kBreakKinds[] = {
+    {"item()", "the program reads a tensor's value in C++, which a traced graph cannot give before it runs",
+     "keep the value a tensor (where, clamp, maximum) or read it outside the compiled function"},
+    {"data_ptr", "the program reads a tensor's memory, which a traced graph has not written yet",
+     "read the memory outside the compiled function"},
+    {"printing", "printing needs the tensor's values", "print outside the compiled function, or accept the break"},
+    {"in-place op", "an in-place op on a tensor computed in this graph, on a view, or under grad mode runs eagerly",
+     "use the out-of-place op, or write under NoGradGuard to a tensor made outside the compiled function"},
+    {"a view of a tensor written", "a view of memory this graph writes would see the old values",
+     "take the view before the write or after the compiled function"},
+    {"a tensor that requires grad read",
+     "a leaf updated under no_grad is read again with grad enabled: eager reads the leaf itself",
+     "read it in the next call, or outside the compiled function"},
+    {"compiler::graph_break()", "an explicit graph break", "remove the compiler::graph_break() call"},
+};
+const BreakKind* break_kind(const std::string& reason) {
+  for (const BreakKind& k : kBreakKinds)
+    if (reason.rfind(k.reason_prefix, 0) == 0) return &k;
+  return nullptr;
+}
+
 class CallSite {
  public:
   explicit CallSite(CompileOptions o) : options(std::move(o)) {}
@@ -65,6 +102,8 @@ class CallSite {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;  // "graph index|structure key"
   std::unordered_map<int, int> keys_per_graph;
+  std::unordered_map<int, std::vector<InputGuard>> guards;  // per graph index: the last compile's inputs
+  std::unordered_set<std::string> logged_breaks;            // "reason at location", each logged once
   int recompiles = 0;
   bool gave_up = false;  // past the recompile limit: runs eagerly
   ExplainOutput explain;
@@ -73,6 +112,11 @@ class CallSite {
 std::shared_ptr<CallSite> make_call_site(const CompileOptions& options) {
   check(options.backend == "cpp" || options.backend == "interpreter", "compile", "unknown backend '",
         options.backend, "': expected \"cpp\" or \"interpreter\"");
+  check(options.mode == "default", "compile", "mode '", options.mode, "' is not supported",
+        options.mode == "reduce-overhead" || options.mode == "max-autotune" || options.mode == "max-autotune-no-cudagraphs"
+            ? " on kiln's CPU backends"
+            : "",
+        ": expected \"default\"");
   return std::make_shared<CallSite>(options);
 }
 int recompiles(const CallSite& site) { return site.recompiles; }
@@ -217,16 +261,24 @@ class Tracer : public DispatchMode {
   void graph_break(const std::string& reason, const SourceLocation& where) {
     const std::string loc = location_str(where);
     if (site_.options.fullgraph || error_on_graph_break()) {
+      const BreakKind* k = break_kind(reason);
       throw GraphBreakError("[compile] graph break: " + reason + " at " + loc +
-                                (site_.options.fullgraph ? " (fullgraph=true)" : " (error_on_graph_break is set)"),
+                                (site_.options.fullgraph ? " (fullgraph=true)" : " (error_on_graph_break is set)") +
+                                (k ? std::string(". Explanation: ") + k->explanation + ". Hint: " + k->hint : ""),
                             reason, loc);
     }
+    bool first = false;
     if (explaining_ || logs().graph_breaks) {
       std::lock_guard<std::mutex> lock(site_.mu);
       site_.explain.graph_break_count++;
       site_.explain.breaks.push_back({reason, loc});
+      first = site_.logged_breaks.insert(reason + " at " + loc).second;
     }
-    if (logs().graph_breaks) std::cerr << "[kiln.compile] graph break: " << reason << " at " << loc << "\n";
+    if (logs().graph_breaks && first) {  // each distinct break once per compiled callable
+      std::cerr << "[kiln.compile] graph break: " << reason << " at " << loc << "\n";
+      if (const BreakKind* k = break_kind(reason))
+        std::cerr << "  explanation: " << k->explanation << "\n  hint: " << k->hint << "\n";
+    }
     flush();
   }
 
@@ -296,10 +348,61 @@ class Tracer : public DispatchMode {
     return v;
   }
 
+  // The guards of the graph traced now.
+  std::vector<InputGuard> input_guards() const {
+    std::vector<InputGuard> g;
+    for (const Tensor& x : trace_.externals) {
+      const TensorImpl* i = x.impl();
+      g.push_back({i->dtype, i->sizes, i->strides, site_.options.dynamic ? ~uint64_t(0) : i->dynamic_dims,
+                   x.requires_grad()});
+    }
+    return g;
+  }
+  // Why the graph at this index misses the cache, as PyTorch names a failed
+  // guard: the first input whose dtype, size, stride or requires_grad
+  // differs from the last compile of this graph, else the ops.
+  static std::string recompile_reason(const std::vector<InputGuard>& was, const std::vector<InputGuard>& now) {
+    auto input = [](size_t i) { return " of input " + std::to_string(i) + " (the " + std::to_string(i + 1) + ". tensor the graph read)"; };
+    for (size_t i = 0; i < was.size() && i < now.size(); ++i) {
+      const InputGuard &a = was[i], &b = now[i];
+      std::ostringstream os;
+      os << std::boolalpha;
+      if (a.dtype != b.dtype) os << "dtype mismatch" << input(i) << ". expected " << a.dtype << ", actual " << b.dtype;
+      else if (a.sizes.size() != b.sizes.size())
+        os << "rank mismatch" << input(i) << ". expected " << a.sizes.size() << ", actual " << b.sizes.size();
+      else if (a.requires_grad != b.requires_grad)
+        os << "requires_grad mismatch" << input(i) << ". expected " << a.requires_grad << ", actual " << b.requires_grad;
+      for (size_t d = 0; os.tellp() == 0 && d < a.sizes.size(); ++d) {
+        const bool dynamic = ((a.dynamic & b.dynamic) >> d) & 1;
+        if (a.sizes[d] != b.sizes[d] && (!dynamic || a.sizes[d] <= 1 || b.sizes[d] <= 1))
+          os << "size mismatch at index " << d << input(i) << ". expected " << a.sizes[d] << ", actual " << b.sizes[d];
+      }
+      for (size_t d = 0; os.tellp() == 0 && a.dynamic == 0 && d < a.strides.size(); ++d)
+        if (a.strides[d] != b.strides[d])
+          os << "stride mismatch at index " << d << input(i) << ". expected " << a.strides[d] << ", actual " << b.strides[d];
+      if (os.tellp() > 0) return os.str();
+    }
+    if (was.size() != now.size())
+      return "the graph reads " + std::to_string(now.size()) + " tensors, expected " + std::to_string(was.size());
+    return "the traced ops, their attributes or the tensors the program keeps changed";
+  }
+
   std::shared_ptr<const Plan> lookup_or_compile() {
+    std::string reason;
     {
       std::lock_guard<std::mutex> lock(site_.mu);
       if (auto it = site_.cache.find(key_); it != site_.cache.end()) return it->second;
+      if (site_.keys_per_graph[graph_index_] > 0) {
+        reason = recompile_reason(site_.guards[graph_index_], input_guards());
+        const Stance st = stance.load();
+        if (st == Stance::FailOnRecompile)
+          fail("compile", "graph ", graph_index_, " would be compiled again (set_stance(\"fail_on_recompile\")): ", reason);
+        if (st == Stance::EagerOnRecompile) {
+          // Op by op, uncached: what eager would run.
+          auto eager = std::make_shared<Plan>(optimize(trace_));
+          return eager;
+        }
+      }
     }
     const std::string key = key_;  // compiling is rare: the cache entry's own copy
     auto plan = std::make_shared<Plan>(optimize(trace_));
@@ -319,11 +422,12 @@ class Tracer : public DispatchMode {
         std::cerr << "[kiln.compile] backward of graph " << graph_index_ << " replayed op by op: " << plan->backward_note << "\n";
     }
     std::lock_guard<std::mutex> lock(site_.mu);
+    site_.guards[graph_index_] = input_guards();
     if (site_.keys_per_graph[graph_index_]++ > 0) {
       site_.recompiles++;
       if (logs().recompiles)
-        std::cerr << "[kiln.compile] recompile " << site_.recompiles << " of graph " << graph_index_
-                  << ": the inputs' dtypes/shapes/strides or the traced ops changed\n";
+        std::cerr << "[kiln.compile] recompile " << site_.recompiles << " of graph " << graph_index_ << ": " << reason
+                  << "\n";
       if (site_.recompiles >= site_.options.recompile_limit && !site_.gave_up) {
         site_.gave_up = true;
         std::cerr << "[kiln.compile] warning: recompile limit (" << site_.options.recompile_limit
@@ -370,7 +474,7 @@ class Tracer : public DispatchMode {
 };
 
 TraceScope::TraceScope(CallSite& site, bool explaining) {
-  if (current || force_eager.load() || site.gave_up) return;  // nested traces run inline in the outer one
+  if (current || stance.load() == Stance::ForceEager || site.gave_up) return;  // nested traces run inline in the outer one
   tracer_ = std::make_unique<Tracer>(site, explaining);
 }
 
@@ -392,10 +496,16 @@ ErrorOnGraphBreak::ErrorOnGraphBreak(bool error) { detail::error_guards.push_bac
 ErrorOnGraphBreak::~ErrorOnGraphBreak() { detail::error_guards.pop_back(); }
 bool error_on_graph_break() { return !detail::error_guards.empty() && detail::error_guards.back(); }
 
-void set_stance(const std::string& stance) {
-  check(stance == "default" || stance == "force_eager", "compiler::set_stance", "unknown stance '", stance,
-        "': expected \"default\" or \"force_eager\"");
-  detail::force_eager.store(stance == "force_eager");
+void set_stance(const std::string& name) {
+  using detail::Stance;
+  static const std::pair<const char*, Stance> kStances[] = {{"default", Stance::Default},
+                                                            {"force_eager", Stance::ForceEager},
+                                                            {"eager_on_recompile", Stance::EagerOnRecompile},
+                                                            {"fail_on_recompile", Stance::FailOnRecompile}};
+  for (const auto& [n, s] : kStances)
+    if (name == n) return detail::stance.store(s);
+  fail("compiler::set_stance", "unknown stance '", name,
+       "': expected \"default\", \"force_eager\", \"eager_on_recompile\" or \"fail_on_recompile\"");
 }
 
 void mark_dynamic(const Tensor& t, int64_t dim) {

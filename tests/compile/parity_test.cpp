@@ -204,3 +204,61 @@ TEST_F(Compile, GeneratedLoopsRoundLikeEager) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST_F(Compile, RecompileReasonsNameTheFailedGuard) {
+  auto fn = [](const Tensor& x, const Tensor& y) { return x * 2.0 + y; };
+  auto f = compile(fn);
+  f(randn({4, 8}), randn({8}));
+  compiler::set_stance("fail_on_recompile");
+  expect_error([&] { f(randn({4, 16}), randn({16})); },
+               {"[compile]", "fail_on_recompile", "size mismatch at index 1 of input 0", "expected 8, actual 16"});
+  expect_error([&] { f(randn({4, 8}), randn({8}, kFloat64)); }, {"dtype mismatch", "input 2", "expected float32, actual float64"});
+  expect_error([&] { f(randn({4, 8}), randn({8}).requires_grad_()); }, {"requires_grad mismatch", "input 2", "expected false, actual true"});
+  expect_error([&] { f(randn({8, 4}).t(), randn({8})); }, {"stride mismatch at index 0 of input 0"});
+  // The graph already compiled still runs.
+  const Tensor x = randn({4, 8}), y = randn({8});
+  expect_same(f(x, y), fn(x, y), "cached graph under fail_on_recompile");
+  // eager_on_recompile: new shapes run eagerly, nothing is compiled or cached.
+  compiler::set_stance("eager_on_recompile");
+  const Tensor x2 = randn({3, 5}), y2 = randn({5});
+  expect_same(f(x2, y2), fn(x2, y2), "eager on recompile");
+  EXPECT_EQ(f.cache_entries(), 1);
+  EXPECT_EQ(f.recompiles(), 0);
+  compiler::set_stance("default");
+  f(x2, y2);
+  EXPECT_EQ(f.cache_entries(), 2);
+  EXPECT_EQ(f.recompiles(), 1);
+}
+
+TEST_F(Compile, UnknownModesAndStancesAreRefusedByName) {
+  CompileOptions o;
+  o.mode = "max-autotune";
+  expect_error([&] { compile([](const Tensor& t) { return t; }, o); }, {"[compile]", "mode 'max-autotune'", "CPU"});
+  o.mode = "fastest";
+  expect_error([&] { compile([](const Tensor& t) { return t; }, o); }, {"[compile]", "mode 'fastest'", "\"default\""});
+  expect_error([] { compiler::set_stance("eager_on_recompiles"); },
+               {"[compiler::set_stance]", "'eager_on_recompiles'", "fail_on_recompile"});
+}
+
+TEST_F(Compile, EachDistinctBreakIsLoggedOnceWithAnExplanation) {
+  setenv("KILN_LOGS", "graph_breaks", 1);
+  auto f = compile([](const Tensor& x) {
+    const Tensor y = x * 2.0;
+    compiler::graph_break();
+    return y + 1.0;
+  });
+  testing::internal::CaptureStderr();
+  for (int call = 0; call < 3; ++call) f(randn({4}));
+  const std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("KILN_LOGS");
+  EXPECT_NE(err.find("graph break: compiler::graph_break() at "), std::string::npos) << err;
+  EXPECT_EQ(err.find("[kiln.compile] graph break"), err.rfind("[kiln.compile] graph break")) << err;  // once, not per call
+  EXPECT_NE(err.find("explanation: an explicit graph break"), std::string::npos) << err;
+  EXPECT_NE(err.find("hint: "), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace kiln::test
