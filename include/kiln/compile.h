@@ -122,6 +122,7 @@ class TraceScope {
 
  private:
   std::unique_ptr<Tracer> tracer_;
+  bool inline_fullgraph_ = false;  // nested, with fullgraph=true
 };
 }  // namespace detail
 

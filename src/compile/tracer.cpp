@@ -50,6 +50,9 @@ enum class Stance { Default, ForceEager, EagerOnRecompile, FailOnRecompile };
 std::atomic<Stance> stance{Stance::Default};
 thread_local std::vector<bool> error_guards;
 thread_local Tracer* current = nullptr;
+// Compiled callables with fullgraph=true running inline in an enclosing
+// trace: their breaks are errors whatever the enclosing compile says.
+thread_local int inline_fullgraph = 0;
 
 std::string location_str(const SourceLocation& where) {
   if (where.line() == 0) return "unknown";
@@ -159,7 +162,8 @@ class Tracer : public DispatchMode {
         break;
       }
     if (!out.empty()) {
-      if (records_write(op, inputs, attrs, out)) return {out.begin(), out.end()};
+      if (records_write(op, inputs, attrs, out) || records_pending_write(op, inputs, attrs, out))
+        return {out.begin(), out.end()};
       // Other in-place and out= ops write memory the program can see:
       // compute everything traced so far, then run the op eagerly (not
       // traced into the next graph: which graph it lands in must not
@@ -181,6 +185,8 @@ class Tracer : public DispatchMode {
     std::vector<Tensor> outs;
     if (op.kind == OpKind::View) {
       outs = run_kernel(op, inputs, attrs);
+      for (const Tensor& t : inputs)  // its memory now has another handle: Note [Writes to pending tensors]
+        if (pending_.count(t.impl())) viewed_.insert(t.impl()->storage.get());
     } else {
       const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
       const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
@@ -202,8 +208,11 @@ class Tracer : public DispatchMode {
     }
     key_ += node.grad_enabled ? ")g" : ")";
     append_attrs(key_, attrs);
+    bool grad = false;
+    for (int in : node.inputs) grad = grad || (node.grad_enabled && value_grad_[in]);
     for (const Tensor& o : outs) {
       node.outputs.push_back(trace_.add_output(o));
+      value_grad_.push_back(grad);
       pending_.emplace(o.impl(), node.outputs.back());
     }
     trace_.nodes.push_back(std::move(node));
@@ -252,6 +261,34 @@ class Tracer : public DispatchMode {
     return true;
   }
 
+  // Note [Writes to pending tensors]
+  // An in-place op under no_grad on a tensor this graph computed (an
+  // optimizer's state made by zeros_like on its first step) is recorded as
+  // its functional form as well: the program's handle is rebound to the new
+  // value, and the old value is left to a placeholder only the graph holds.
+  // Not when the tensor is a view or has views (they would not see the
+  // write) or carries autograd history (which eager keeps through the write).
+  bool records_pending_write(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::span<const Tensor> out) {
+    if (out.size() != 1 || is_grad_enabled() || op.kind != OpKind::Compute) return false;
+    const TensorImpl* d = out[0].impl();
+    const auto it = pending_.find(d);
+    if (it == pending_.end() || d->is_view || viewed_.count(d->storage.get()) || value_grad_[it->second]) return false;
+    const int old_value = it->second;
+    const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+    if (metas.size() != 1 || metas[0].sizes != d->sizes || metas[0].dtype != d->dtype) return false;
+    Tensor placeholder;
+    {
+      const core::UnwrittenAllocations pending_storage;
+      placeholder = empty(metas[0].sizes, metas[0].dtype);
+    }
+    const int new_value = record(op, inputs, attrs, {placeholder});
+    std::swap(trace_.values[old_value], trace_.values[new_value]);
+    pending_[d] = new_value;
+    pending_[placeholder.impl()] = old_value;
+    return true;
+  }
+
   // Whether reading t would see memory a recorded write has not reached.
   bool reads_stale_memory(const Tensor& t, const OpDef& op) const {
     if (mutated_.empty() || !mutated_.count(t.impl()->storage.get())) return false;
@@ -260,10 +297,11 @@ class Tracer : public DispatchMode {
 
   void graph_break(const std::string& reason, const SourceLocation& where) {
     const std::string loc = location_str(where);
-    if (site_.options.fullgraph || error_on_graph_break()) {
+    if (site_.options.fullgraph || inline_fullgraph > 0 || error_on_graph_break()) {
       const BreakKind* k = break_kind(reason);
       throw GraphBreakError("[compile] graph break: " + reason + " at " + loc +
-                                (site_.options.fullgraph ? " (fullgraph=true)" : " (error_on_graph_break is set)") +
+                                (site_.options.fullgraph || inline_fullgraph > 0 ? " (fullgraph=true)"
+                                                                                  : " (error_on_graph_break is set)") +
                                 (k ? std::string(". Explanation: ") + k->explanation + ". Hint: " + k->hint : ""),
                             reason, loc);
     }
@@ -326,6 +364,7 @@ class Tracer : public DispatchMode {
     if (auto it = pending_.find(t.impl()); it != pending_.end()) return it->second;
     if (auto it = ext_.find(t.impl()); it != ext_.end()) return it->second;
     const int v = trace_.add_input(t);
+    value_grad_.push_back(t.requires_grad());
     ext_.emplace(t.impl(), v);
     // Inputs enter the key by dtype, shape (dynamic dims as '?'), layout
     // and whether they require grad. As in PyTorch, a dynamic dim of size 0
@@ -452,6 +491,8 @@ class Tracer : public DispatchMode {
     ext_.clear();
     written_.clear();
     mutated_.clear();
+    viewed_.clear();
+    value_grad_.clear();
     begin_key();
   }
   // The structure key starts with the graph's index at its call site.
@@ -469,16 +510,23 @@ class Tracer : public DispatchMode {
   std::unordered_map<const TensorImpl*, int> pending_, ext_;
   std::unordered_set<const TensorImpl*> written_;   // destinations of recorded writes
   std::unordered_set<const StorageImpl*> mutated_;  // and their memory
+  std::unordered_set<const StorageImpl*> viewed_;   // memory of pending tensors that views were taken of
+  std::vector<bool> value_grad_;                     // per value: whether it carries autograd history
   std::string key_;
 
 };
 
 TraceScope::TraceScope(CallSite& site, bool explaining) {
-  if (current || stance.load() == Stance::ForceEager || site.gave_up) return;  // nested traces run inline in the outer one
+  if (current) {  // nested: runs inline in the enclosing trace, under its own fullgraph
+    inline_fullgraph_ = site.options.fullgraph;
+    inline_fullgraph += inline_fullgraph_;
+    return;
+  }
+  if (stance.load() == Stance::ForceEager || site.gave_up) return;
   tracer_ = std::make_unique<Tracer>(site, explaining);
 }
 
-TraceScope::~TraceScope() = default;
+TraceScope::~TraceScope() { inline_fullgraph -= inline_fullgraph_; }
 
 void TraceScope::finish() {
   if (!tracer_) return;

@@ -262,3 +262,61 @@ TEST_F(Compile, EachDistinctBreakIsLoggedOnceWithAnExplanation) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST_F(Compile, AdamWStepIsOneGraphFromItsFirstCallUnderFullgraph) {
+  manual_seed(2420);
+  nn::Linear a(6, 4), b(6, 4);
+  {
+    NoGradGuard no_grad;
+    b.weight.copy_(a.weight), b.bias.copy_(a.bias);
+  }
+  optim::AdamWOptions o;
+  o.lr = 1e-2, o.weight_decay = 0.1, o.amsgrad = true;
+  optim::AdamW oa(a.parameters(), o), ob(b.parameters(), o);
+  CompileOptions full;
+  full.fullgraph = true;
+  auto step = compile([&] { ob.step(); }, full);
+  for (int s = 0; s < 3; ++s) {
+    const Tensor x = randn({3, 6});
+    square(a(x)).sum().backward();
+    square(b(x)).sum().backward();
+    oa.step();
+    step();  // the first call creates the state inside the graph
+    expect_same(b.weight, a.weight, "weight after step " + std::to_string(s));
+    expect_same(b.bias, a.bias, "bias after step " + std::to_string(s));
+    oa.zero_grad(), ob.zero_grad();
+  }
+  const nn::StateDict sa = oa.state_dict(), sb = ob.state_dict();
+  for (const auto& [k, v] : sa) expect_same(sb.at(k), v, "state " + k);
+}
+
+TEST_F(Compile, AnInlinedCompileKeepsItsFullgraph) {
+  CompileOptions full;
+  full.fullgraph = true;
+  auto inner = compile(
+      [](const Tensor& x) {
+        const Tensor y = x * 2.0;
+        compiler::graph_break();
+        return y + 1.0;
+      },
+      full);
+  auto outer = compile([&](const Tensor& x) { return inner(x) * 3.0; });  // fullgraph=false
+  expect_error([&] { outer(randn({4})); }, {"[compile] graph break", "fullgraph=true"});
+  // A fullgraph=false compile inside a fullgraph=true one: the outer's fullgraph holds.
+  auto loose = compile([](const Tensor& x) {
+    compiler::graph_break();
+    return x + 1.0;
+  });
+  auto strict = compile([&](const Tensor& x) { return loose(x) * 2.0; }, full);
+  EXPECT_THROW(strict(randn({4})), GraphBreakError);
+  // And after the errors, the outer one compiles normally again.
+  auto plain = compile([](const Tensor& x) { return x * 2.0; });
+  const Tensor x = randn({4});
+  expect_same(plain(x), x * 2.0, "after");
+}
+
+}  // namespace
+}  // namespace kiln::test
