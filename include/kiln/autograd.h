@@ -39,6 +39,12 @@ class EnableGradGuard {
 
 namespace autograd {
 
+// Accumulates the gradients of sum(tensors[i] * grad_tensors[i]) into the
+// leaves' .grad in one pass (torch.autograd.backward); a missing or
+// undefined grad_tensors[i] is 1 for a one-element tensor.
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
+              bool retain_graph = false);
+
 // Gradients of sum(outputs[i] * grad_outputs[i]) with respect to inputs,
 // returned instead of accumulated into .grad. An input the outputs do not
 // depend on gets an undefined tensor when allow_unused, else an error.

@@ -15,7 +15,15 @@
 
 namespace kiln {
 
+class Tensor;
+
 namespace detail {
+// Set by kiln::compile's tracer on its thread (null otherwise): takes
+// Tensor::backward of a traced tensor into the graph being traced (Note
+// [Backward inside a trace]); false leaves it to the autograd engine.
+using TracedBackwardHook = bool (*)(const Tensor& root, const Tensor& gradient);
+extern thread_local TracedBackwardHook traced_backward_hook;
+
 // Set by kiln::compile's tracer on its thread (null otherwise): called before
 // a tensor's memory is read or handed out, so a traced tensor whose value is
 // not computed yet gets computed first (a graph break). `where` is the

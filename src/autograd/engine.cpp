@@ -234,8 +234,14 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return r.reshape(shape);
 }
 
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors, bool retain_graph) {
+  run_backward(tensors, default_root_grads(tensors, grad_tensors), retain_graph, nullptr, nullptr);
+}
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  // Inside kiln::compile, traced outputs are computed first (a graph break).
+  for (const Tensor& out : outputs) detail::on_concrete_value(out.impl(), "autograd::grad", SourceLocation());
   std::vector<Edge> capture;
   for (const Tensor& in : inputs) {
     check(in.requires_grad(), "grad", "one of the inputs does not require grad");
@@ -273,6 +279,10 @@ bool Tensor::is_leaf() const { return !impl()->autograd || !impl()->autograd->gr
 std::string Tensor::grad_fn_name() const { return is_leaf() ? "" : impl()->autograd->grad_fn->name(); }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  if (detail::traced_backward_hook) [[unlikely]] {
+    if (detail::traced_backward_hook(*this, gradient)) return;
+    detail::on_concrete_value(impl(), "backward()", SourceLocation());  // computes the graph first
+  }
   autograd::run_backward({*this}, autograd::default_root_grads({*this}, {gradient}), retain_graph, nullptr, nullptr);
 }
 

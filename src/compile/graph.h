@@ -53,6 +53,9 @@ struct Trace {
     int over;
   };
   std::vector<Writeback> writebacks;
+  // The program ran backward() inside this graph (Note [Backward inside a
+  // trace]): its outputs carry no autograd history.
+  bool no_history = false;
   int num_values() const { return static_cast<int>(value_ext.size()); }
   // New value ids: a graph input bound to t, or a node output held by the
   // pending tensor t.

@@ -27,6 +27,7 @@ void transplant(TensorImpl& dst, const Tensor& src) {
 }  // namespace
 
 bool records_grad(const Trace& t) {
+  if (t.no_history) return false;
   bool input_grad = false, grad_node = false;
   for (const Tensor& x : t.externals) input_grad = input_grad || x.requires_grad();
   for (const TracedNode& n : t.nodes) grad_node = grad_node || n.grad_enabled;

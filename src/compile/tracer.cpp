@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/graph.h"
 #include "core/allocator.h"
 #include "graph.h"
 #include "kiln/autograd.h"
@@ -137,8 +138,10 @@ class Tracer : public DispatchMode {
     begin_key();
     current = this;
     intercept_ = std::make_unique<InterceptScope>(this, &Tracer::hook);
+    prev_backward_hook_ = std::exchange(kiln::detail::traced_backward_hook, &Tracer::backward_hook);
   }
   ~Tracer() override {
+    kiln::detail::traced_backward_hook = prev_backward_hook_;
     intercept_.reset();
     current = nullptr;
   }
@@ -214,6 +217,8 @@ class Tracer : public DispatchMode {
       node.outputs.push_back(trace_.add_output(o));
       value_grad_.push_back(grad);
       pending_.emplace(o.impl(), node.outputs.back());
+      // What eager would say of it (the graph's run gives it its history).
+      if (grad && is_floating(o.dtype())) autograd::meta(o).requires_grad = true;
     }
     trace_.nodes.push_back(std::move(node));
     key_ += '\n';
@@ -289,6 +294,106 @@ class Tracer : public DispatchMode {
     return true;
   }
 
+  // Note [Backward inside a trace]
+  // loss.backward() on a traced loss is traced into the same graph: the
+  // backward formulas of the nodes so far are called in reverse order, as
+  // the engine would call them, and record their ops as nodes; each input
+  // of the graph that requires grad (a parameter) gets its gradient
+  // accumulated into .grad, which the program then reads as a traced
+  // tensor (an optimizer step in the same graph); an input with history
+  // from outside the graph passes its gradient on to the autograd engine,
+  // whose formulas are traced as well. So a whole training step
+  // (forward, backward, optimizer) is one graph, with no break under
+  // fullgraph. The graph's outputs then carry no autograd history (eager's
+  // would, with a graph already freed by that backward). Left to the
+  // engine, after the graph ran: a root not computed in this graph, or an
+  // op without a formula.
+  static bool backward_hook(const Tensor& root, const Tensor& gradient) {
+    Tracer* tr = current;
+    return tr && !tr->executing_ && tr->backward_in_trace(root, gradient);
+  }
+  bool backward_in_trace(const Tensor& root, const Tensor& gradient) {
+    const auto found = pending_.find(root.impl());
+    if (found == pending_.end()) return false;
+    const int r = found->second;
+    check(value_grad_[r], "backward", "element 0 of tensors does not require grad and does not have a grad_fn");
+    const int nv = trace_.num_values();  // values from here on are the backward's
+    for (const TracedNode& node : trace_.nodes)
+      if (node.grad_enabled && !autograd::find_backward(node.op->name)) return false;
+    if (gradient.defined())
+      check(gradient.sizes() == root.sizes(), "backward", "gradient has shape ", shape_text(gradient.sizes()),
+            " but the output has shape ", shape_text(root.sizes()));
+    else
+      check(root.numel() == 1, "backward", "grad can be implicitly created only for outputs with one element, ",
+            "but the output has shape ", shape_text(root.sizes()));
+    NoGradGuard no_grad;  // as the engine runs formulas
+    auto handle = [&](int v) {
+      return trace_.value_ext[v] >= 0 ? trace_.externals[trace_.value_ext[v]] : Tensor(trace_.values[v]);
+    };
+    std::vector<Tensor> grad(nv);
+    grad[r] = gradient.defined() ? gradient.to(root.dtype()) : ones(root.sizes(), root.dtype());
+    for (size_t k = trace_.nodes.size(); k-- > 0;) {
+      const TracedNode node = trace_.nodes[k];  // a copy: the formulas append nodes
+      bool any_grad = false;
+      for (int o : node.outputs) any_grad = any_grad || grad[o].defined();
+      if (!node.grad_enabled || !any_grad) continue;
+      const autograd::BackwardDef* def = autograd::find_backward(node.op->name);
+      if (!def->fn) continue;
+      std::vector<Tensor> ins, outs, grads;
+      std::vector<TensorMeta> input_meta;
+      std::vector<bool> needs;
+      bool any_need = false;
+      for (int in : node.inputs) {
+        const Tensor x = handle(in);
+        input_meta.emplace_back(x.sizes(), x.dtype(), x.strides(), x.storage_offset());
+        needs.push_back(value_grad_[in]);
+        any_need = any_need || needs.back();
+        if (def->save & autograd::kSaveInputs) ins.push_back(x);
+      }
+      if (!any_need) continue;
+      for (int o : node.outputs) {
+        const Tensor y = handle(o);
+        if (def->save & autograd::kSaveOutputs) outs.push_back(y);
+        grads.push_back(grad[o].defined() ? grad[o] : zeros(y.sizes(), y.dtype()));
+      }
+      autograd::BackwardContext ctx{ins, outs, input_meta, node.attrs, grads, needs};
+      const std::vector<Tensor> gin = def->fn(ctx);
+      for (size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
+        if (!needs[i] || !gin[i].defined()) continue;
+        Tensor& acc = grad[node.inputs[i]];
+        acc = acc.defined() ? add(acc, gin[i]) : gin[i];
+      }
+    }
+    // Into the leaves' .grad, after their hooks, as AccumulateGrad does. A
+    // gradient this backward made and no other leaf took becomes .grad
+    // itself; any other (an input, a forward value, a shared one) a copy.
+    // Inputs with history from outside the graph (a view of a parameter,
+    // taken eagerly while tracing) go on through the autograd engine, whose
+    // formulas and accumulations are traced too.
+    std::unordered_set<const TensorImpl*> taken;
+    std::vector<Tensor> with_history, their_grads;
+    for (int v = 0; v < nv; ++v) {
+      if (trace_.value_ext[v] < 0 || !value_grad_[v] || !grad[v].defined()) continue;
+      const Tensor& x = trace_.externals[trace_.value_ext[v]];
+      if (!x.is_leaf()) {
+        with_history.push_back(x), their_grads.push_back(grad[v]);
+        continue;
+      }
+      Tensor g = grad[v];
+      for (auto& hook : autograd::meta(x).hooks) {
+        Tensor h = hook(g);
+        if (h.defined()) g = h;
+      }
+      const auto id = pending_.find(g.impl());
+      const bool fresh = id != pending_.end() && id->second >= nv && taken.insert(g.impl()).second;
+      if (!x.grad().defined()) x.set_grad(fresh ? g : g.clone());
+      else x.grad().add_(g);
+    }
+    if (!with_history.empty()) autograd::backward(with_history, their_grads);
+    trace_.no_history = true;
+    return true;
+  }
+
   // Whether reading t would see memory a recorded write has not reached.
   bool reads_stale_memory(const Tensor& t, const OpDef& op) const {
     if (mutated_.empty() || !mutated_.count(t.impl()->storage.get())) return false;
@@ -328,6 +433,7 @@ class Tracer : public DispatchMode {
     }
     trace_.live.assign(trace_.values.size(), false);
     for (const Trace::Writeback& w : trace_.writebacks) trace_.live[w.value] = true;
+    if (trace_.no_history) key_ += "no history\n";
     key_ += "live:";
     for (int v = 0; v < trace_.num_values(); ++v) {
       trace_.live[v] = trace_.live[v] || (trace_.values[v] && trace_.values[v].use_count() > 1);  // held outside the tracer
@@ -487,6 +593,7 @@ class Tracer : public DispatchMode {
     trace_.nodes.clear();
     trace_.live.clear();
     trace_.writebacks.clear();
+    trace_.no_history = false;
     pending_.clear();
     ext_.clear();
     written_.clear();
@@ -506,6 +613,7 @@ class Tracer : public DispatchMode {
   bool executing_ = false;
   int graph_index_ = 0;
   std::unique_ptr<InterceptScope> intercept_;
+  kiln::detail::TracedBackwardHook prev_backward_hook_ = nullptr;
   Trace trace_;
   std::unordered_map<const TensorImpl*, int> pending_, ext_;
   std::unordered_set<const TensorImpl*> written_;   // destinations of recorded writes
