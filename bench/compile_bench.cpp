@@ -51,34 +51,30 @@ int main(int argc, char** argv) {
     rep.report("compile", "norm_gelu_block", "ms", tc * 1e3, "eager", te * 1e3, false);
   }
   {
-    // The GPT training step of `kiln train --compile` (forward, loss and,
-    // through the compiled_graph nodes, backward compiled, AdamW's update
-    // compiled; clipping eager), batch 16. Best of 15 alternating pairs: this
-    // host's speed drifts by 30% within minutes.
+    // The GPT training step of `kiln train --compile`, batch 16: forward,
+    // loss, backward, clipping and AdamW as one compiled graph (Note
+    // [Backward inside a trace]), against the same step eagerly. Best of 15
+    // alternating pairs: this host's speed drifts by 30% within minutes.
     nn::GPTConfig cfg;
     nn::GPT model(cfg);
     optim::AdamWOptions o;
     o.lr = 4e-3, o.beta2 = 0.99, o.weight_decay = 0.1;
     optim::AdamW opt(model.parameters(), o);
-    auto loss_fn = [&](const Tensor& x, const Tensor& y) {
-      return nn::cross_entropy(model.forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
-    };
-    auto compiled_loss = compile(loss_fn);
-    auto adamw = [&] { opt.step(); };
-    auto compiled_adamw = compile(adamw);
     const Tensor x = randint(0, cfg.vocab_size, {16, cfg.block_size}), y = randint(0, cfg.vocab_size, {16, cfg.block_size});
-    auto step = [&](auto& loss_of, auto& update) {
-      Tensor loss = loss_of(x, y);
+    auto step = [&] {
+      Tensor loss = nn::cross_entropy(model.forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
       opt.zero_grad();
       loss.backward();
       optim::clip_grad_norm_(model.parameters(), 1.0);
-      update();
+      opt.step();
+      return loss;
     };
-    step(loss_fn, adamw);  // AdamW's state exists from here on, as in a run's later steps
+    auto compiled_step = compile(step);
+    step();  // AdamW's state exists from here on, as in a run's later steps
     const auto t0 = std::chrono::steady_clock::now();
-    step(compiled_loss, compiled_adamw);
+    compiled_step();
     const double cold = seconds_since(t0);
-    auto [tc, te] = time_pair([&] { step(compiled_loss, compiled_adamw); }, [&] { step(loss_fn, adamw); }, 15);
+    auto [tc, te] = time_pair([&] { compiled_step(); }, [&] { step(); }, 15);
     rep.report("compile", "train_step", "ms", tc * 1e3, "eager", te * 1e3, false);
     rep.report("compile", "cold_compile", "ms", cold * 1e3, "eager", te * 1e3, false);
   }

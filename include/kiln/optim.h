@@ -66,8 +66,9 @@ class AdamW : public Optimizer {
 };
 
 // Scales gradients so their global 2-norm is at most max_norm; returns the
-// norm before clipping.
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+// norm before clipping (a float64 0-dim tensor, as PyTorch returns a tensor:
+// reading it is left to the caller).
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 // Linear warmup from 0 to base_lr over `warmup` steps, then cosine decay to
 // min_lr at `total` steps (and min_lr after).

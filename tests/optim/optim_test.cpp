@@ -80,11 +80,12 @@ TEST(Optim, ClipGradNormAndSchedule) {
   Tensor a = zeros({2}, kFloat64).requires_grad_(), b = zeros({1}, kFloat64).requires_grad_();
   set_grad(a, {3, 0});
   b.set_grad(tensor<double>({4}));
-  const double n = optim::clip_grad_norm_({a, b}, 1.0);
+  const double n = optim::clip_grad_norm_({a, b}, 1.0).item<double>();
   EXPECT_NEAR(n, 5.0, 1e-12);
   expect_close(a.grad(), {0.6, 0}, 1e-6, 0, "clipped");
   expect_close(b.grad(), {0.8}, 1e-6, 0, "clipped");
-  EXPECT_NEAR(optim::clip_grad_norm_({a, b}, 10.0), 1.0, 1e-6);  // below the limit: unchanged
+  EXPECT_NEAR(optim::clip_grad_norm_({a, b}, 10.0).item<double>(), 1.0, 1e-6);  // below the limit: unchanged
+  expect_close(b.grad(), {0.8}, 1e-6, 0, "unchanged");
   EXPECT_DOUBLE_EQ(optim::warmup_cosine_lr(0, 10, 110, 1.0, 0.1), 0.1);
   EXPECT_DOUBLE_EQ(optim::warmup_cosine_lr(9, 10, 110, 1.0, 0.1), 1.0);
   EXPECT_NEAR(optim::warmup_cosine_lr(60, 10, 110, 1.0, 0.1), 0.55, 1e-12);

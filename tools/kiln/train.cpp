@@ -30,7 +30,7 @@ struct TrainArgs {
   int64_t eval_every = 100, eval_batches = 16, warmup = 30, seed = 0, threads = 0;
   double lr = 4e-3, min_lr = 4e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
   bool resume = false, overwrite = false;
-  bool compile = false;  // the loss (forward and, through it, backward) under kiln::compile
+  bool compile = false;  // the whole step (forward, backward, clipping, AdamW) under kiln::compile
   std::vector<ArchFlag> arch_flags;
 };
 
@@ -125,11 +125,18 @@ void run(const TrainArgs& a) {
   auto loss_of = [&](const Tensor& x, const Tensor& y) {
     return nn::cross_entropy(model->forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
   };
-  // Compiled, the forward runs its fused loops, its backward is compiled too
-  // (Note [Compiled backward]) and so is AdamW's update (Note [Writes to
-  // real tensors]); clipping needs the norm's value and stays eager.
-  auto compiled_loss = compile(loss_of);
-  auto compiled_step = compile([&] { opt->step(); });
+  // One training step. Compiled, the whole step is one graph: the forward's
+  // fused loops, its backward traced into the same graph (Note [Backward
+  // inside a trace]), the clipping and AdamW's update.
+  auto train_step = [&](const Tensor& x, const Tensor& y) {
+    Tensor loss = loss_of(x, y);
+    opt->zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model->parameters(), a.clip);
+    opt->step();
+    return loss;
+  };
+  auto compiled_step = compile(train_step);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = st.step;
   double loss_ema = 0;
@@ -137,12 +144,7 @@ void run(const TrainArgs& a) {
   for (; st.step < a.steps; ++st.step) {
     opt->lr = optim::warmup_cosine_lr(st.step, a.warmup, a.steps, a.lr, a.min_lr);
     auto [x, y] = data.batch(false, a.batch, cfg.block_size);
-    Tensor loss = a.compile ? compiled_loss(x, y) : loss_of(x, y);
-    opt->zero_grad();
-    loss.backward();
-    optim::clip_grad_norm_(model->parameters(), a.clip);
-    if (a.compile) compiled_step();
-    else opt->step();
+    const Tensor loss = a.compile ? compiled_step(x, y) : train_step(x, y);
     const double l = loss.item<double>();
     check(std::isfinite(l), "train", "the loss is ", l, " at step ", st.step + 1, " (learning rate ", opt->lr,
           "): stopping; '", a.out, "' keeps its last finite state");
@@ -198,7 +200,7 @@ void add_train(CLI::App& app, bool execute) {
   add_real_flag(*cmd, "--time-limit", a->time_limit, 0, 1e9, "stop (and save) after this many seconds; 0 = no limit");
   add_int_flag(*cmd, "--threads", a->threads, 1, 4096, "threads (default: all cores)");
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out (its architecture, its step)");
-  cmd->add_flag("--compile", a->compile, "run the loss, its backward and the AdamW update through kiln::compile");
+  cmd->add_flag("--compile", a->compile, "run each whole step (forward, backward, clipping, AdamW) as one kiln::compile graph");
   cmd->callback([a, execute] {
     if (execute) run(*a);
   });
