@@ -349,13 +349,17 @@ std::string backward_string(const Plan& plan) {
   return graph_string(plan.backward->trace) + plan.backward->plan.source;
 }
 
-void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const std::vector<Tensor>& handed) {
+void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const std::vector<Tensor>& handed,
+                     const std::vector<bool>& written_in_place) {
   const BackwardGraph& g = *plan.backward;
   std::vector<Tensor> inputs, outputs;
   for (int v : g.inputs) inputs.push_back(vals[v]);
   for (int v : g.outputs) outputs.push_back(handed[v]);
   std::vector<autograd::SavedTensor> saved;
-  for (int v : g.saved) saved.push_back(autograd::save(vals[v]));
+  for (int v : g.saved) {
+    saved.push_back(autograd::save(vals[v]));
+    if (written_in_place[v]) saved.back().version += 1;
+  }
   EnableGradGuard grad_mode;  // the nodes were traced with grad enabled
   autograd::record_function(
       "compiled_graph", inputs, outputs,

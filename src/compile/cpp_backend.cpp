@@ -90,12 +90,14 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "tanh") return "tanhf(" + a + ")";
   if (op == "erf") return "erff(" + a + ")";
   if (op == "square") return a + " * " + a;
-  if (op == "sigmoid") return "1.0f / (1.0f + expf(-" + a + "))";
-  if (op == "silu") return a + " / (1.0f + expf(-" + a + "))";
+  // The sigmoids and GELUs in the forms eager's kernels use (Note [Float32
+  // at the edges]): no overflow of e^-x, no cancellation in 1 + erf(x).
+  if (op == "sigmoid") return "kiln_sigmoid_times(" + a + ", 1.0f)";
+  if (op == "silu") return "kiln_sigmoid_times(" + a + ", " + a + ")";
   if (op == "relu") return a + " > 0.0f ? " + a + " : (" + a + " != " + a + " ? " + a + " : 0.0f)";
-  if (op == "gelu") return "0.5f * " + a + " * (1.0f + erff(" + a + " * 0.70710678f))";
-  if (op == "gelu_backward")  // a * gelu'(b), as kiln's kernel computes it
-    return "(" + a + ") * (0.5f * (1.0f + erff(" + b + " * 0.70710678f)) + " + b + " * expf(-0.5f * " + b + " * " + b +
+  if (op == "gelu") return "0.5f * " + a + " * erfcf(" + a + " * -0.70710678f)";
+  if (op == "gelu_backward")  // a * gelu'(b)
+    return "(" + a + ") * (0.5f * erfcf(" + b + " * -0.70710678f) + " + b + " * expf(-0.5f * " + b + " * " + b +
            ") * 0.3989422804f)";
   // The tanh GELU through one exponential: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u))
   // and 1 - tanh(u)^2 = 4 s (1 - s) for that s; libmvec's tanhf made these
@@ -118,7 +120,12 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
 // in the low mantissa bits of t), |f| <= 1/2; 2^f by its Taylor series to
 // degree 7 (terms ln(2)^i / i!, truncation below 6e-9), 2^k by building the
 // float's exponent field.
-const char* const kExp2Source = R"(static inline float kiln_exp2(float z) {
+const char* const kExp2Source = R"(static inline float kiln_sigmoid_times(float x, float factor) {
+  const float e = expf(x < 0.0f ? x : -x);  // e^-|x|: 1 / (1 + e^-x) above 0, e^x / (1 + e^x) below
+  return x >= 0.0f ? factor / (1.0f + e) : factor * e / (1.0f + e);
+}
+
+static inline float kiln_exp2(float z) {
   z = z < -126.0f ? -126.0f : z;
   z = z > 128.0f ? 128.0f : z;
   const float t = z + 12582912.0f;
@@ -553,6 +560,8 @@ void fold_bias_adds(const Trace& t, Plan& plan) {
       if (g < 0 || t.nodes[g].op->name != "bmm_broadcast" || !plain_f32(t, m) || sizes_of(t, m).back() != xs.back())
         continue;
       if (uses[x] != 1 || kept[x] || (m != x && (uses[m] != 1 || kept[m]))) continue;
+      // One bias per GEMM: a second add of the folded sum (b + (x @ w + b)) stays an add.
+      if (!plan.bias_of.empty() && plan.bias_of[g] >= 0) continue;
       if (producer[bias] >= 0 && pos[producer[bias]] > pos[g]) continue;  // the bias must exist when the GEMM runs
       if (plan.bias_of.empty()) plan.bias_of.assign(t.nodes.size(), -1);
       plan.bias_of[g] = bias;
@@ -595,7 +604,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   std::ostringstream src;
   src << "// kiln fused loops\n#include <cstdint>\n\n"
       << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\nextern \"C\" {\n";
-  for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff"})
+  for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff", "erfcf"})
     src << "#pragma omp declare simd notinbranch\nfloat " << f << "(float);\n";
   src << "}\n\n" << kExp2Source;
   // Whether something after group g in the schedule reads value v.

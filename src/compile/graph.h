@@ -146,8 +146,10 @@ void build_backward(const Trace& t, Plan& plan, const std::string& backend, std:
 std::string backward_string(const Plan& plan);
 // Makes `outputs` (the tensors handed to the forward's live values
 // plan.backward lists) differentiable through the compiled backward; vals
-// are the forward's values.
-void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const std::vector<Tensor>& outputs);
+// are the forward's values; written_in_place marks those whose version
+// moves once more after the graph (a writeback made in place).
+void record_backward(const Plan& plan, const std::vector<Tensor>& vals, const std::vector<Tensor>& outputs,
+                     const std::vector<bool>& written_in_place);
 // Runs the plan's nodes over vals, whose graph inputs are filled in; node
 // results are written into vals. record_grad: every node goes through the
 // dispatcher under the grad mode it was traced with, so autograd records it.

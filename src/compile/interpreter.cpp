@@ -96,7 +96,15 @@ void execute(const Plan& plan, Trace& t) {
     if ((!seen.insert(handed[v].impl()).second && !is_view[v]) || is_constant(plan, plan.rep[v]))
       handed[v] = handed[v].clone();
   }
-  if (grad && plan.backward) record_backward(plan, vals, handed);
+  if (grad && plan.backward) {
+    // A value a fused loop wrote into its destination in place is that
+    // destination after its version moves (below): saved as such, as eager
+    // would have saved it after its in-place op.
+    std::vector<bool> written_in_place(t.num_values(), false);
+    for (const Trace::Writeback& w : t.writebacks)
+      written_in_place[plan.rep[w.value]] = vals[plan.rep[w.value]].impl() == w.dst.impl();
+    record_backward(plan, vals, handed, written_in_place);
+  }
   for (int v = 0; v < t.num_values(); ++v)
     if (t.live[v]) transplant(*t.values[v], handed[v]);
   NoGradGuard no_grad;  // recorded only when grad mode was off

@@ -36,8 +36,10 @@ Tensor unary(int op, const Tensor& x) {
     case 6: return gelu(x);
     case 7: return gelu(x, "tanh");
     case 8: return silu(x);
-    case 9: return sin(x);
-    case 10: return cos(x);
+    // Arguments bounded: sin and cos of 1e30 amplify a one-ulp difference of
+    // their argument (exp computed by another polynomial) into any value.
+    case 9: return sin(clamp(x, -1e3, 1e3));
+    case 10: return cos(clamp(x, -1e3, 1e3));
     case 11: return square(x);
     case 12: return erf(x);
     case 13: return log(x);
@@ -464,7 +466,7 @@ bool agree(const Tensor& got, const Tensor& want, const Tensor* ref, std::string
               : std::isinf(w[i]) ? g[i] == w[i]
                                  : std::fabs(g[i] - w[i]) <= 1e-4 * scale + 2e-3 * std::fabs(w[i]) + 1e-5;
     if (!ok && !r.empty() && std::isfinite(r[i]) && std::isfinite(w[i]))
-      ok = std::fabs(g[i] - r[i]) <= 4 * std::fabs(w[i] - r[i]) + 1e-3 * scale + 1e-5;
+      ok = std::fabs(g[i] - r[i]) <= 4 * std::fabs(w[i] - r[i]) + 1e-3 * scale + 1e-4;
     if (!ok) {
       std::ostringstream os;
       os << "element " << i << " is " << g[i] << ", eager's " << w[i];

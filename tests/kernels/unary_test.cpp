@@ -109,6 +109,15 @@ TEST(Unary, SpecialValues) {
   Tensor x = tensor<float>({0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f, -88.0f, 88.0f});
   expect_close(exp(x), {1, 1, inf, 0, NAN, 1, std::exp(-88.0), std::exp(88.0)}, 1e-5, 1e-30, "exp special");
   expect_close(relu(x), {0, 0, inf, 0, NAN, 1e-30, 0, 88}, 1e-6, 0, "relu special");
+  // relu(-0) is +0 on every target (the scalar kernel's and the compiled loops' answer), and NaN stays NaN
+  // at every vector position.
+  for (int64_t n : {1, 7, 33}) {
+    const auto r = values(relu(full({n}, -0.0))), q = values(relu(full({n}, NAN)));
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_FALSE(std::signbit(r[i])) << "relu(-0) at " << i << " of " << n;
+      EXPECT_TRUE(std::isnan(q[i])) << "relu(NaN) at " << i << " of " << n;
+    }
+  }
   expect_close(sigmoid(x), {0.5, 0.5, 1, 0, NAN, 0.5, 1 / (1 + std::exp(88.0)), 1}, 1e-5, 1e-37, "sigmoid special");
   expect_close(erf(tensor<float>({1e-8f, -1e-8f, 0.49f, 0.51f, 4.0f})),
                {std::erf(1e-8), std::erf(-1e-8), std::erf(0.49), std::erf(0.51), std::erf(4.0)}, 1e-6, 0,

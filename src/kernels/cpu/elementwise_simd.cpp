@@ -39,7 +39,9 @@ HWY_INLINE V ApplyUnary(D d, V x, V lo, V hi) {
   else if constexpr (OP == UnaryOp::Cos) return hn::Cos(d, x);
   else if constexpr (OP == UnaryOp::Tanh) return hn::Tanh(d, x);
   else if constexpr (OP == UnaryOp::Sigmoid) return SigmoidF(d, x);
-  else if constexpr (OP == UnaryOp::Relu) return hn::IfThenElse(hn::Lt(x, zero), zero, x);  // keeps NaN
+  // x where x > 0 or NaN, else +0 (also for -0, as the scalar kernel and
+  // the compiled loops give).
+  else if constexpr (OP == UnaryOp::Relu) return hn::IfThenElse(hn::Or(hn::Gt(x, zero), hn::IsNaN(x)), x, zero);
   else if constexpr (OP == UnaryOp::GeluErf) return GeluErfF(d, x);
   else if constexpr (OP == UnaryOp::GeluTanh) return GeluTanhF(d, x);
   else if constexpr (OP == UnaryOp::Silu) return SigmoidTimes(d, x, x);
