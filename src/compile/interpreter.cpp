@@ -93,8 +93,12 @@ void execute(const Plan& plan, Trace& t) {
     if (!t.live[v]) continue;
     handed[v] = vals[plan.rep[v]];
     // A folded constant belongs to the cached plan: the program gets a copy.
-    if ((!seen.insert(handed[v].impl()).second && !is_view[v]) || is_constant(plan, plan.rep[v]))
+    // Replayed through autograd, the copy carries the value's history (the
+    // graph may be running inside a no_grad region, at a break).
+    if ((!seen.insert(handed[v].impl()).second && !is_view[v]) || is_constant(plan, plan.rep[v])) {
+      EnableGradGuard history;
       handed[v] = handed[v].clone();
+    }
   }
   if (grad && plan.backward) {
     // A value a fused loop wrote into its destination in place is that
