@@ -66,12 +66,17 @@ check-sanitize: deps
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SAN_BUILD) --output-on-failure
 
 # libFuzzer targets (safetensors reader, checkpoint loader, CLI arguments),
-# each run FUZZ_SECONDS from tests/fuzz/corpus; any finding fails.
-fuzz: fuzz-deps
+# each run FUZZ_SECONDS from tests/fuzz/corpus; any finding fails. Then the
+# kiln::compile differential tester for FUZZ_SECONDS on programs past the
+# range `make test` runs, from a seed that changes with each run (printed:
+# `kiln-compile-differential --first SEED --count 1` replays a finding).
+DIFF_FIRST ?= $(shell echo $$(( 1000000 + $$(date +%s) % 1000000 * 1000 )))
+fuzz: fuzz-deps build
 	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \
 	  -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	bash tests/fuzz/run.sh $(FUZZ_BUILD)/bin $(FUZZ_SECONDS)
+	./$(BUILD)/bin/kiln-compile-differential --first $(DIFF_FIRST) --count 1000000000 --seconds $(FUZZ_SECONDS)
 
 bench: bench-deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release

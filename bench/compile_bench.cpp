@@ -92,6 +92,23 @@ int main(int argc, char** argv) {
     auto [tc, te] = time_pair([&] { for (int i = 0; i < calls; ++i) f(x); }, [&] { for (int i = 0; i < calls; ++i) tiny(x); }, 3);
     rep.report("compile", "cache_hit_overhead", "us/call", tc / calls * 1e6, "eager", te / calls * 1e6, false);
   }
+  {
+    // Sequence lengths 64, 96, 128, 80 in turn through an MLP block over
+    // (4, T, 128): graphs compiled with automatic dynamic shapes (the
+    // default) against one graph per length (dynamic=false).
+    nn::LayerNorm ln(128);
+    nn::Linear up(128, 512), down(512, 128);
+    auto block = [&](const Tensor& x) { return x + down(gelu(up(ln(x)), "tanh")); };
+    NoGradGuard no_grad;
+    auto graphs = [&](std::optional<bool> dynamic) {
+      CompileOptions o;
+      o.dynamic = dynamic;
+      auto f = compile(block, o);
+      for (int64_t t : {64, 96, 128, 80}) f(randn({4, t, 128}));
+      return f.recompiles() + 1;
+    };
+    rep.report("compile", "dynamic_lengths", "compiles", graphs(std::nullopt), "dynamic=false", graphs(false), false);
+  }
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -11,6 +11,7 @@
 // src/compile/tracer.cpp.
 #pragma once
 #include <memory>
+#include <optional>
 #include "kiln/source_location.h"
 #include <string>
 #include <type_traits>
@@ -25,7 +26,11 @@ namespace kiln {
 
 struct CompileOptions {
   bool fullgraph = false;         // any graph break is an error
-  bool dynamic = false;           // every dim of every input is dynamic (see mark_dynamic)
+  // true: every dim of every input is dynamic; false: only those marked by
+  // mark_dynamic; unset (PyTorch's dynamic=None): also, per graph, a dim
+  // whose size changed since the graph was compiled (automatic dynamic
+  // shapes: lengths 8, 16, 32 compile twice, not three times).
+  std::optional<bool> dynamic;
   std::string backend = "cpp";    // "cpp" (generated C++ for fused loops) or "interpreter"
   // Only "default": PyTorch's "reduce-overhead" (CUDA graphs) and
   // "max-autotune" (kernel search) have no kiln counterpart yet and are

@@ -107,6 +107,7 @@ class CallSite {
   std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;  // "graph index|structure key"
   std::unordered_map<int, int> keys_per_graph;
   std::unordered_map<int, std::vector<InputGuard>> guards;  // per graph index: the last compile's inputs
+  std::unordered_map<int, std::vector<uint64_t>> automatic_dynamic;  // per graph index, per input: dims made dynamic
   std::unordered_set<std::string> logged_breaks;            // "reason at location", each logged once
   int recompiles = 0;
   bool gave_up = false;  // past the recompile limit: runs eagerly
@@ -472,34 +473,79 @@ class Tracer : public DispatchMode {
     const int v = trace_.add_input(t);
     value_grad_.push_back(t.requires_grad());
     ext_.emplace(t.impl(), v);
-    // Inputs enter the key by dtype, shape (dynamic dims as '?'), layout
-    // and whether they require grad. As in PyTorch, a dynamic dim of size 0
-    // or 1 is specialized: broadcasting, and so the plan, depends on it.
-    const TensorImpl* i = t.impl();
-    const uint64_t dyn = site_.options.dynamic ? ~uint64_t(0) : i->dynamic_dims;
-    key_ += "in ";
-    key_ += dtype_name(i->dtype);
-    key_ += '[';
-    for (size_t d = 0; d < i->sizes.size(); ++d)
-      key_ += ((dyn >> d) & 1) && i->sizes[d] > 1 ? std::string("?,") : std::to_string(i->sizes[d]) + ",";
-    key_ += ']';
-    if (dyn == 0) {
-      for (int64_t s : i->strides) key_ += std::to_string(s) + ",";
-    } else {
-      key_ += t.is_contiguous() ? "c" : "s";  // strides follow the dynamic sizes
+    return v;  // its description enters the key at the end (inputs_key)
+  }
+
+  // Dims of input `slot` the key leaves out: every dim with dynamic=true;
+  // those marked by mark_dynamic; unless dynamic=false, those whose size
+  // changed between compiles of this graph (automatic dynamic shapes).
+  uint64_t dynamic_dims(size_t slot, bool automatic = true) const {
+    const CompileOptions& o = site_.options;
+    if (o.dynamic == true) return ~uint64_t(0);
+    uint64_t dyn = trace_.externals[slot].impl()->dynamic_dims;
+    if (o.dynamic != false && automatic)
+      if (const auto it = site_.automatic_dynamic.find(graph_index_); it != site_.automatic_dynamic.end() && slot < it->second.size())
+        dyn |= it->second[slot];
+    return dyn;
+  }
+  // The inputs' part of the structure key: per input, its value id, dtype,
+  // shape (dynamic dims as '?'), layout and whether it requires grad. As in
+  // PyTorch, a dynamic dim of size 0 or 1 is specialized: broadcasting, and
+  // so the plan, depends on it. *any_dynamic: some dim was left out.
+  std::string inputs_key(bool* any_dynamic, bool automatic = true) const {
+    std::string k;
+    *any_dynamic = false;
+    for (size_t slot = 0; slot < trace_.externals.size(); ++slot) {
+      const Tensor& t = trace_.externals[slot];
+      const TensorImpl* i = t.impl();
+      const uint64_t dyn = dynamic_dims(slot, automatic);
+      k += "in ";
+      k += std::to_string(slot);
+      k += dtype_name(i->dtype);
+      k += '[';
+      for (size_t d = 0; d < i->sizes.size(); ++d) {
+        const bool left_out = ((dyn >> d) & 1) && i->sizes[d] > 1;
+        *any_dynamic = *any_dynamic || left_out;
+        k += left_out ? std::string("?,") : std::to_string(i->sizes[d]) + ",";
+      }
+      k += ']';
+      if (dyn == 0) {
+        for (int64_t st : i->strides) k += std::to_string(st) + ",";
+      } else {
+        k += t.is_contiguous() ? "c" : "s";  // strides follow the dynamic sizes
+      }
+      k += t.requires_grad() ? "g" : "";
+      k += i->wrapped_number ? "w\n" : "\n";
     }
-    key_ += t.requires_grad() ? "g" : "";
-    key_ += i->wrapped_number ? "w\n" : "\n";
-    return v;
+    return k;
+  }
+  // Automatic dynamic shapes: the dims whose size differs from the last
+  // compile of this graph (both sizes above 1) become dynamic for it; true
+  // when a dim newly did.
+  bool mark_changed_dims(const std::vector<InputGuard>& was) {
+    if (site_.options.dynamic == false) return false;
+    auto& masks = site_.automatic_dynamic[graph_index_];
+    masks.resize(std::max(masks.size(), trace_.externals.size()), 0);
+    bool marked = false;
+    for (size_t slot = 0; slot < was.size() && slot < trace_.externals.size(); ++slot) {
+      const TensorImpl* i = trace_.externals[slot].impl();
+      if (was[slot].dtype != i->dtype || was[slot].sizes.size() != i->sizes.size()) continue;
+      for (size_t d = 0; d < i->sizes.size() && d < 64; ++d)
+        if (was[slot].sizes[d] != i->sizes[d] && was[slot].sizes[d] > 1 && i->sizes[d] > 1 && !((masks[slot] >> d) & 1)) {
+          masks[slot] |= uint64_t(1) << d;
+          marked = true;
+        }
+    }
+    return marked;
   }
 
   // The guards of the graph traced now.
   std::vector<InputGuard> input_guards() const {
     std::vector<InputGuard> g;
-    for (const Tensor& x : trace_.externals) {
+    for (size_t slot = 0; slot < trace_.externals.size(); ++slot) {
+      const Tensor& x = trace_.externals[slot];
       const TensorImpl* i = x.impl();
-      g.push_back({i->dtype, i->sizes, i->strides, site_.options.dynamic ? ~uint64_t(0) : i->dynamic_dims,
-                   x.requires_grad()});
+      g.push_back({i->dtype, i->sizes, i->strides, dynamic_dims(slot), x.requires_grad()});
     }
     return g;
   }
@@ -534,11 +580,23 @@ class Tracer : public DispatchMode {
 
   std::shared_ptr<const Plan> lookup_or_compile() {
     std::string reason;
+    bool any_dynamic = false;
+    // A graph compiled for these exact sizes first, then one with the dims
+    // automatic dynamic shapes left out (PyTorch keeps both entries too).
+    std::string key = key_ + inputs_key(&any_dynamic, false);
     {
       std::lock_guard<std::mutex> lock(site_.mu);
-      if (auto it = site_.cache.find(key_); it != site_.cache.end()) return it->second;
+      if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
+      key = key_ + inputs_key(&any_dynamic);
+      if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
       if (site_.keys_per_graph[graph_index_] > 0) {
-        reason = recompile_reason(site_.guards[graph_index_], input_guards());
+        const std::vector<InputGuard>& was = site_.guards[graph_index_];
+        reason = recompile_reason(was, input_guards());
+        if (mark_changed_dims(was)) {  // the graph again, with those dims dynamic
+          key = key_ + inputs_key(&any_dynamic);
+          reason += " (the dim is dynamic from now on)";
+          if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
+        }
         const Stance st = stance.load();
         if (st == Stance::FailOnRecompile)
           fail("compile", "graph ", graph_index_, " would be compiled again (set_stance(\"fail_on_recompile\")): ", reason);
@@ -549,11 +607,12 @@ class Tracer : public DispatchMode {
         }
       }
     }
-    const std::string key = key_;  // compiling is rare: the cache entry's own copy
     auto plan = std::make_shared<Plan>(optimize(trace_));
     fold_constants(trace_, *plan, std::vector<bool>(trace_.num_values(), false));
     std::string warning;
-    if (records_grad(trace_) && !site_.options.dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
+    // Formulas bake sizes into attributes: with dynamic dims the graph is
+    // replayed through autograd instead (Note [Compiled backward]).
+    if (records_grad(trace_) && !any_dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
     if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);
     std::vector<bool> keep = trace_.live;  // handed to the program, or read by the backward
     for (size_t v = 0; v < plan->saved.size(); ++v) keep[v] = keep[v] || plan->saved[v];

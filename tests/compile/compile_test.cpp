@@ -606,12 +606,28 @@ TEST_F(Compile, ErrorOnGraphBreakNestsAndFullgraphAlwaysRaises) {
 
 TEST_F(Compile, RecompilesOnShapeChangeButNotForDynamicDims) {
   auto fn = [](const Tensor& x) { return relu(x) * 2.0 + x; };
-  auto f = compile(fn);
+  CompileOptions fixed;
+  fixed.dynamic = false;  // no automatic dynamic shapes: one graph per size
+  auto f = compile(fn, fixed);
   for (int64_t n : {8, 9, 10}) {
     const Tensor x = randn({2, n});
     expect_same(f(x), fn(x), "shape " + std::to_string(n));
   }
   EXPECT_EQ(f.recompiles(), 2);
+  // By default (PyTorch's automatic dynamic shapes) the second size makes
+  // the dim dynamic: lengths 8, 16, 32, 24 compile twice; the first size
+  // keeps its own graph.
+  auto a = compile(fn);
+  for (int64_t n : {8, 16, 32, 24, 8}) {
+    const Tensor x = randn({2, n});
+    expect_same(a(x), fn(x), "automatic " + std::to_string(n));
+  }
+  EXPECT_EQ(a.recompiles(), 1);
+  EXPECT_EQ(a.cache_entries(), 2);
+  // A dim of size 1 stays specialized (broadcasting depends on it).
+  const Tensor one = randn({2, 1});
+  expect_same(a(one), fn(one), "size 1");
+  EXPECT_EQ(a.cache_entries(), 3);
   auto g = compile(fn);
   for (int64_t n : {8, 9, 10, 11}) {
     const Tensor x = randn({2, n});
