@@ -30,6 +30,25 @@ extern thread_local TracedBackwardHook traced_backward_hook;
 // caller's location, for the break's report.
 using ConcreteValueHook = void (*)(const TensorImpl* t, const char* what, const SourceLocation& where);
 extern thread_local ConcreteValueHook concrete_value_hook;
+// The user's location of the public call in progress on this thread (the
+// outermost one: library code calling in-place ops or item() inside it does
+// not replace it), so a graph break deep inside names the user's line.
+extern thread_local const SourceLocation* api_location;
+class ApiCall {
+ public:
+  explicit ApiCall(const SourceLocation& where) : set_(api_location == nullptr) {
+    if (set_) api_location = &where;
+  }
+  ~ApiCall() {
+    if (set_) api_location = nullptr;
+  }
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+
+ private:
+  bool set_;
+};
+
 inline void on_concrete_value(const TensorImpl* t, const char* what, const SourceLocation& where) {
   if (concrete_value_hook) [[unlikely]]
     concrete_value_hook(t, what, where);
@@ -98,21 +117,21 @@ class Tensor {
   Tensor detach() const;         // shares storage, drops autograd history
 
   // In-place (each bumps the version counter)
-  const Tensor& copy_(const Tensor& src) const;
-  const Tensor& fill_(Scalar value) const;
-  const Tensor& zero_() const;
-  const Tensor& add_(const Tensor& other, Scalar alpha = 1) const;
-  const Tensor& add_(Scalar other) const;
-  const Tensor& sub_(const Tensor& other, Scalar alpha = 1) const;
-  const Tensor& mul_(const Tensor& other) const;
-  const Tensor& mul_(Scalar other) const;
-  const Tensor& div_(const Tensor& other) const;
-  const Tensor& div_(Scalar other) const;
-  const Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const;
-  const Tensor& masked_fill_(const Tensor& mask, Scalar value) const;
-  const Tensor& neg_() const;
-  const Tensor& exp_() const;
-  const Tensor& relu_() const;
+  const Tensor& copy_(const Tensor& src, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& fill_(Scalar value, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& zero_(SourceLocation where = SourceLocation::current()) const;
+  const Tensor& add_(const Tensor& other, Scalar alpha = 1, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& add_(Scalar other, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& sub_(const Tensor& other, Scalar alpha = 1, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& mul_(const Tensor& other, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& mul_(Scalar other, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& div_(const Tensor& other, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& div_(Scalar other, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& masked_fill_(const Tensor& mask, Scalar value, SourceLocation where = SourceLocation::current()) const;
+  const Tensor& neg_(SourceLocation where = SourceLocation::current()) const;
+  const Tensor& exp_(SourceLocation where = SourceLocation::current()) const;
+  const Tensor& relu_(SourceLocation where = SourceLocation::current()) const;
 
   // Common ops as methods, as in PyTorch
   Tensor sum(Shape dims = {}, bool keepdim = false) const;

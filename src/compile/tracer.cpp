@@ -55,7 +55,10 @@ thread_local Tracer* current = nullptr;
 // trace: their breaks are errors whatever the enclosing compile says.
 thread_local int inline_fullgraph = 0;
 
-std::string location_str(const SourceLocation& where) {
+// The user's line: that of the public call in progress (an in-place op
+// breaking inside it), else where the break was seen.
+std::string location_str(const SourceLocation& seen) {
+  const SourceLocation& where = kiln::detail::api_location ? *kiln::detail::api_location : seen;
   if (where.line() == 0) return "unknown";
   return std::string(where.file_name()) + ":" + std::to_string(where.line());
 }

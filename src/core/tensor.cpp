@@ -34,6 +34,7 @@ bool Tensor::is_contiguous() const {
 
 thread_local detail::ConcreteValueHook detail::concrete_value_hook = nullptr;
 thread_local detail::TracedBackwardHook detail::traced_backward_hook = nullptr;
+thread_local const SourceLocation* detail::api_location = nullptr;
 
 template <typename T>
 T* Tensor::data_ptr(SourceLocation where) const {

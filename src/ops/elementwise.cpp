@@ -302,34 +302,56 @@ Tensor& exp_out(Tensor& out, const Tensor& x) {
   return out;
 }
 
-const Tensor& Tensor::add_(const Tensor& o, Scalar alpha) const {
+const Tensor& Tensor::add_(const Tensor& o, Scalar alpha, SourceLocation where) const {
+  const detail::ApiCall call(where);
   return binary_into(kAdd, *this, *this, o, false, alpha_attr(alpha));
 }
-const Tensor& Tensor::add_(Scalar o) const { return add_(ops::number_beside(*this, o)); }
-const Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) const {
+const Tensor& Tensor::add_(Scalar o, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return add_(ops::number_beside(*this, o));
+}
+const Tensor& Tensor::sub_(const Tensor& o, Scalar alpha, SourceLocation where) const {
+  const detail::ApiCall call(where);
   return binary_into(kSub, *this, *this, o, false, alpha_attr(alpha));
 }
-const Tensor& Tensor::mul_(const Tensor& o) const { return binary_into(kMul, *this, *this, o, false); }
-const Tensor& Tensor::mul_(Scalar o) const { return mul_(ops::number_beside(*this, o)); }
-const Tensor& Tensor::div_(const Tensor& o) const { return binary_into(kDiv, *this, *this, o, true); }
-const Tensor& Tensor::div_(Scalar o) const { return div_(ops::number_beside(*this, o)); }
-const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
+const Tensor& Tensor::mul_(const Tensor& o, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return binary_into(kMul, *this, *this, o, false);
+}
+const Tensor& Tensor::mul_(Scalar o, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return mul_(ops::number_beside(*this, o));
+}
+const Tensor& Tensor::div_(const Tensor& o, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return binary_into(kDiv, *this, *this, o, true);
+}
+const Tensor& Tensor::div_(Scalar o, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return div_(ops::number_beside(*this, o));
+}
+const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max, SourceLocation where) const {
+  const detail::ApiCall call(where);
   return copy_(clamp(*this, min, max));
 }
-const Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) const {
+const Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value, SourceLocation where) const {
+  const detail::ApiCall call(where);
   return copy_(masked_fill(*this, mask, value));
 }
-const Tensor& Tensor::neg_() const {
+const Tensor& Tensor::neg_(SourceLocation where) const {
+  const detail::ApiCall call(where);
   check(dtype() != kBool, "neg_", "is not supported for bool tensors (got dtype bool)");
   call_out(kNeg, *this, {*this});
   return *this;
 }
-const Tensor& Tensor::exp_() const {
+const Tensor& Tensor::exp_(SourceLocation where) const {
+  const detail::ApiCall call(where);
   check(is_floating(dtype()), "exp_", "expected a floating point tensor but got ", dtype());
   call_out(kExp, *this, {*this});
   return *this;
 }
-const Tensor& Tensor::relu_() const {
+const Tensor& Tensor::relu_(SourceLocation where) const {
+  const detail::ApiCall call(where);
   check(dtype() != kBool, "relu_", "is not supported for bool tensors (got dtype bool)");
   call_out(kRelu, *this, {*this});
   return *this;

@@ -65,7 +65,8 @@ Tensor Tensor::to(DType t) const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}}); }
 
-const Tensor& Tensor::copy_(const Tensor& src) const {
+const Tensor& Tensor::copy_(const Tensor& src, SourceLocation where) const {
+  const detail::ApiCall call(where);
   const Shape s = broadcast_shapes(sizes(), src.sizes(), "copy_");
   check(s == sizes(), "copy_", "source of shape ", ops::shape_text(src.sizes()),
         " cannot be broadcast to the destination's shape ", ops::shape_text(sizes()));
@@ -73,11 +74,15 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   return *this;
 }
 
-const Tensor& Tensor::fill_(Scalar v) const {
+const Tensor& Tensor::fill_(Scalar v, SourceLocation where) const {
+  const detail::ApiCall call(where);
   ops::call_out(kFill, *this, {}, {{"value", v.to_double()}, {"size", sizes()}, {"dtype", dtype()}});
   return *this;
 }
-const Tensor& Tensor::zero_() const { return fill_(0); }
+const Tensor& Tensor::zero_(SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return fill_(0);
+}
 
 Tensor empty(Shape sizes, DType dtype) {
   const size_t nbytes = shape_nbytes(sizes, dtype, "empty");

@@ -400,3 +400,30 @@ TEST_F(Compile, BackwardInsideACompiledFunctionAccumulatesLikeEager) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST_F(Compile, BreaksInsideInPlaceOpsNameTheUsersLine) {
+  CompileOptions full;
+  full.fullgraph = true;
+  int line = 0;
+  auto f = compile(
+      [&](const Tensor& x) {
+        Tensor y = x * 2.0;
+        line = __LINE__ + 1;
+        y.add_(1.0);  // an in-place op on a traced tensor under grad mode: a break
+        return y;
+      },
+      full);
+  try {
+    f(randn({3}).requires_grad_());
+    ADD_FAILURE() << "fullgraph must raise";
+  } catch (const GraphBreakError& e) {
+    EXPECT_EQ(e.location, std::string(__FILE__) + ":" + std::to_string(line)) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Hint: "), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test
