@@ -86,13 +86,21 @@ void set_stance(const std::string& stance);
 void mark_dynamic(const Tensor& t, int64_t dim);
 
 struct GraphBreakInfo {
-  std::string reason, location;
+  std::string reason, location;     // location: the user's file:line, or "unknown"
+  std::string explanation, hint;    // empty for a reason without one
 };
+struct GraphInfo {
+  std::vector<std::string> ops;     // the traced ops, in order
+  std::vector<std::string> guards;  // per input: what a cached graph requires of it
+  double compile_seconds = 0;       // 0 when the graph came from the cache
+};
+// As PyTorch's ExplainOutput: the graphs, their ops and guards, and the breaks.
 struct ExplainOutput {
   int graph_count = 0;
   int graph_break_count = 0;
   std::vector<GraphBreakInfo> breaks;
   std::vector<int> ops_per_graph;
+  std::vector<GraphInfo> graphs;
   std::string to_string() const;
 };
 

@@ -13,6 +13,7 @@
 // given its value in place (transplant: storage, layout, version counter and
 // autograd history), so every handle the program has stays valid. Tracing
 // then resumes in a new graph in which those tensors are inputs.
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -418,7 +419,8 @@ class Tracer : public DispatchMode {
     if (explaining_ || logs().graph_breaks) {
       std::lock_guard<std::mutex> lock(site_.mu);
       site_.explain.graph_break_count++;
-      site_.explain.breaks.push_back({reason, loc});
+      const BreakKind* k = break_kind(reason);
+      site_.explain.breaks.push_back({reason, loc, k ? k->explanation : "", k ? k->hint : ""});
       first = site_.logged_breaks.insert(reason + " at " + loc).second;
     }
     if (logs().graph_breaks && first) {  // each distinct break once per compiled callable
@@ -443,10 +445,25 @@ class Tracer : public DispatchMode {
       trace_.live[v] = trace_.live[v] || (trace_.values[v] && trace_.values[v].use_count() > 1);  // held outside the tracer
       key_ += trace_.live[v] ? '1' : '0';
     }
+    last_compile_seconds_ = 0;
     std::shared_ptr<const Plan> plan = lookup_or_compile();
     if (explaining_) {
       site_.explain.graph_count++;
       site_.explain.ops_per_graph.push_back(static_cast<int>(trace_.nodes.size()));
+      GraphInfo g;
+      for (const TracedNode& n : trace_.nodes) g.ops.push_back(n.op->name);
+      const std::vector<InputGuard> guards = input_guards();
+      for (size_t i = 0; i < guards.size(); ++i) {
+        std::ostringstream os;
+        os << "input " << i << ": " << guards[i].dtype << " [";
+        for (size_t d = 0; d < guards[i].sizes.size(); ++d)
+          os << (d ? ", " : "") << ((guards[i].dynamic >> d) & 1 && guards[i].sizes[d] > 1 ? std::string("s") + std::to_string(d)
+                                                                                       : std::to_string(guards[i].sizes[d]));
+        os << "] requires_grad=" << (guards[i].requires_grad ? "true" : "false");
+        g.guards.push_back(os.str());
+      }
+      g.compile_seconds = last_compile_seconds_;
+      site_.explain.graphs.push_back(std::move(g));
     }
     // While the graph runs, kernels read pending memory freely (the hook
     // ignores it) and ops pass through on_op; the trace is dropped after,
@@ -610,6 +627,7 @@ class Tracer : public DispatchMode {
         }
       }
     }
+    const auto compile_start = std::chrono::steady_clock::now();
     auto plan = std::make_shared<Plan>(optimize(trace_));
     fold_constants(trace_, *plan, std::vector<bool>(trace_.num_values(), false));
     std::string warning;
@@ -621,6 +639,7 @@ class Tracer : public DispatchMode {
     for (size_t v = 0; v < plan->saved.size(); ++v) keep[v] = keep[v] || plan->saved[v];
     for (int v = 0; v < trace_.num_values(); ++v) keep[plan->rep[v]] = keep[plan->rep[v]] || trace_.live[v];
     schedule_frees(trace_, *plan, keep);
+    last_compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_start).count();
     if (!warning.empty()) std::cerr << "[kiln.compile] warning: " << warning << "\n";
     if (logs().output_code) {
       std::cerr << "[kiln.compile] graph " << graph_index_ << ":\n" << graph_string(trace_) << plan->source;
@@ -672,6 +691,7 @@ class Tracer : public DispatchMode {
 
   CallSite& site_;
   bool explaining_;
+  double last_compile_seconds_ = 0;  // of the graph being flushed
   bool executing_ = false;
   int graph_index_ = 0;
   std::unique_ptr<InterceptScope> intercept_;
@@ -736,8 +756,19 @@ void mark_dynamic(const Tensor& t, int64_t dim) {
 std::string ExplainOutput::to_string() const {
   std::ostringstream os;
   os << "Graph count: " << graph_count << "\nGraph break count: " << graph_break_count << "\n";
-  for (size_t i = 0; i < breaks.size(); ++i) os << "Break " << i + 1 << ": " << breaks[i].reason << " at " << breaks[i].location << "\n";
-  for (size_t i = 0; i < ops_per_graph.size(); ++i) os << "Graph " << i + 1 << ": " << ops_per_graph[i] << " ops\n";
+  for (size_t i = 0; i < breaks.size(); ++i) {
+    os << "Break " << i + 1 << ": " << breaks[i].reason << " at " << breaks[i].location << "\n";
+    if (!breaks[i].explanation.empty()) os << "  explanation: " << breaks[i].explanation << "\n  hint: " << breaks[i].hint << "\n";
+  }
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const GraphInfo& g = graphs[i];
+    os << "Graph " << i + 1 << ": " << g.ops.size() << " ops";
+    if (g.compile_seconds > 0) os << ", compiled in " << g.compile_seconds * 1e3 << " ms";
+    os << "\n  ops:";
+    for (const std::string& op : g.ops) os << " " << op;
+    os << "\n";
+    for (const std::string& guard : g.guards) os << "  guard: " << guard << "\n";
+  }
   return os.str();
 }
 

@@ -427,3 +427,29 @@ TEST_F(Compile, BreaksInsideInPlaceOpsNameTheUsersLine) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST_F(Compile, ExplainGivesEachGraphsOpsGuardsAndCompileTime) {
+  const compiler::ExplainOutput e = compiler::explain(
+      [](const Tensor& x) {
+        const Tensor y = relu(x) * 2.0;
+        compiler::graph_break();
+        return exp(y);
+      },
+      randn({4, 8}));
+  ASSERT_EQ(e.graph_count, 2) << e.to_string();
+  ASSERT_EQ(e.graphs.size(), 2u);
+  EXPECT_EQ(e.graphs[0].ops, (std::vector<std::string>{"relu", "mul"}));
+  EXPECT_EQ(e.graphs[1].ops, (std::vector<std::string>{"exp"}));
+  ASSERT_FALSE(e.graphs[0].guards.empty());
+  EXPECT_EQ(e.graphs[0].guards[0], "input 0: float32 [4, 8] requires_grad=false");
+  EXPECT_GT(e.graphs[0].compile_seconds, 0);
+  ASSERT_EQ(e.breaks.size(), 1u);
+  EXPECT_EQ(e.breaks[0].explanation, "an explicit graph break");
+  EXPECT_NE(e.to_string().find("ops: relu mul"), std::string::npos) << e.to_string();
+}
+
+}  // namespace
+}  // namespace kiln::test
