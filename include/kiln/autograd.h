@@ -48,9 +48,11 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 // Gradients of sum(outputs[i] * grad_outputs[i]) with respect to inputs,
 // returned instead of accumulated into .grad. An input the outputs do not
 // depend on gets an undefined tensor when allow_unused, else an error.
+// create_graph: the gradients carry history of their own (gradient
+// penalties, Hessian-vector products), and the graph is retained.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         bool allow_unused = false, bool create_graph = false);
 
 // Makes `outputs` (computed outside the dispatcher, e.g. by a templated
 // kernel) differentiable: backward(grads of outputs) must return one
@@ -73,6 +75,12 @@ struct GradcheckOptions {
 // Throws kiln::Error describing the first mismatch; returns true otherwise.
 bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
                const std::vector<Tensor>& inputs, GradcheckOptions options = {});
+
+// gradcheck of the first-order gradients (of the outputs weighted by fixed
+// random tensors) with respect to the inputs: second derivatives, through
+// create_graph (PyTorch's gradgradcheck).
+bool gradgradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                   const std::vector<Tensor>& inputs, GradcheckOptions options = {});
 
 }  // namespace autograd
 }  // namespace kiln

@@ -159,7 +159,9 @@ class Tensor {
   bool is_leaf() const;
   std::string grad_fn_name() const;  // "" for leaves
   // gradient may be omitted for a one-element tensor (it is 1 then).
-  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // create_graph: the gradients accumulated into .grad carry history (and
+  // the graph is retained), for higher-order derivatives.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
   // hook(grad) runs when this tensor's gradient is computed and may return a
   // replacement (or an undefined tensor to keep it).
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;

@@ -52,8 +52,14 @@ struct AccumulateGrad final : Node {
 // `capture` is non-empty, gradients arriving at those edges are stored there
 // instead of being passed on (autograd::grad), and leaves are left alone.
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
-                  const std::vector<Edge>* capture, std::vector<Tensor>* captured) {
-  NoGradGuard no_grad;
+                  const std::vector<Edge>* capture, std::vector<Tensor>* captured, bool create_graph = false) {
+  // With create_graph the formulas' ops are recorded: the gradients get
+  // history of their own (saved values are unpacked with theirs, OpNode).
+  struct GradMode {
+    bool prev = is_grad_enabled();
+    explicit GradMode(bool on) { set_grad_enabled(on); }
+    ~GradMode() { set_grad_enabled(prev); }
+  } grad_mode(create_graph);
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::vector<std::shared_ptr<Node>> stack, all;
@@ -206,7 +212,20 @@ Tensor SavedTensor::unpack(const std::string& op) const {
   return tensor;
 }
 
-SavedTensor save(const Tensor& t) { return SavedTensor{alias_without_history(t), t.version()}; }
+SavedTensor save(const Tensor& t, bool keep_history) {
+  if (!keep_history || !t.requires_grad()) return SavedTensor{alias_without_history(t), t.version()};
+  // A leaf is kept itself (its history is never rebased: in-place ops on it
+  // are refused under grad mode); a non-leaf as an alias holding the
+  // history it has now, which a later in-place op on t does not change.
+  if (t.is_leaf()) return SavedTensor{t, t.version()};
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd = std::make_shared<AutogradMeta>();
+  impl->autograd->requires_grad = true;
+  impl->autograd->grad_fn = t.impl()->autograd->grad_fn;
+  impl->autograd->output_nr = t.impl()->autograd->output_nr;
+  impl->wrapped_number = false;
+  return SavedTensor{Tensor(std::move(impl)), t.version()};
+}
 
 AutogradMeta& meta(const Tensor& t) {
   if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
@@ -239,7 +258,8 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused,
+                         bool create_graph) {
   // Inside kiln::compile, traced outputs are computed first (a graph break).
   for (const Tensor& out : outputs) detail::on_concrete_value(out.impl(), "autograd::grad", SourceLocation());
   std::vector<Edge> capture;
@@ -249,7 +269,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     capture.push_back(m.grad_fn ? Edge{m.grad_fn, m.output_nr} : Edge{grad_accumulator(in), 0});
   }
   std::vector<Tensor> captured(inputs.size());
-  run_backward(outputs, default_root_grads(outputs, grad_outputs), retain_graph, &capture, &captured);
+  run_backward(outputs, default_root_grads(outputs, grad_outputs), retain_graph || create_graph, &capture, &captured,
+               create_graph);
   for (size_t i = 0; i < captured.size(); ++i)
     check(allow_unused || captured[i].defined(), "grad",
           "one of the differentiated tensors appears to not have been used in the graph; set allow_unused=true");
@@ -278,12 +299,13 @@ bool Tensor::is_leaf() const { return !impl()->autograd || !impl()->autograd->gr
 
 std::string Tensor::grad_fn_name() const { return is_leaf() ? "" : impl()->autograd->grad_fn->name(); }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
   if (detail::traced_backward_hook) [[unlikely]] {
-    if (detail::traced_backward_hook(*this, gradient)) return;
+    if (!create_graph && detail::traced_backward_hook(*this, gradient)) return;
     detail::on_concrete_value(impl(), "backward()", SourceLocation());  // computes the graph first
   }
-  autograd::run_backward({*this}, autograd::default_root_grads({*this}, {gradient}), retain_graph, nullptr, nullptr);
+  autograd::run_backward({*this}, autograd::default_root_grads({*this}, {gradient}), retain_graph || create_graph,
+                         nullptr, nullptr, create_graph);
 }
 
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {

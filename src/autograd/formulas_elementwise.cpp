@@ -42,6 +42,23 @@ const struct Register {
                       kSaveInputs);
     register_backward("gelu_tanh", [](const Ctx& c) { return unary(c, gelu_backward(g0(c), x0(c), "tanh")); },
                       kSaveInputs);
+    // Their own gradients, for second derivatives (create_graph):
+    // gelu_backward(a, x) = a gelu'(x) is linear in a; in x it is a gelu''(x),
+    // with gelu''(x) = phi(x) (2 - x^2) for the erf form, and for the tanh
+    // form (t = tanh(u), u = k (x + c x^3)) (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2).
+    register_backward("gelu_backward", [](const Ctx& c) -> Grads {
+      const Tensor &a = c.inputs[0], &x = c.inputs[1];
+      const Tensor pdf = exp(square(x) * -0.5) * 0.3989422804014327;
+      return {to_input(c, 0, gelu_backward(g0(c), x, "none")), to_input(c, 1, g0(c) * a * pdf * (2.0 - square(x)))};
+    }, kSaveInputs);
+    register_backward("gelu_tanh_backward", [](const Ctx& c) -> Grads {
+      const Tensor &a = c.inputs[0], &x = c.inputs[1];
+      const double k = std::sqrt(2.0 / M_PI), cubic = 0.044715;
+      const Tensor t = tanh((x + square(x) * x * cubic) * k);
+      const Tensor du = (square(x) * (3 * cubic) + 1.0) * k, d2u = x * (6 * k * cubic);
+      const Tensor second = (1.0 - square(t)) * (du + x * 0.5 * (d2u - t * square(du) * 2.0));
+      return {to_input(c, 0, gelu_backward(g0(c), x, "tanh")), to_input(c, 1, g0(c) * a * second)};
+    }, kSaveInputs);
     register_backward("silu", [](const Ctx& c) {
       const Tensor s = sigmoid(x0(c));
       return unary(c, g0(c) * s * (x0(c) * (1 - s) + 1));
@@ -114,7 +131,7 @@ const struct Register {
                       kSaveNone);
     for (const char* name : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
                              "logical_not", "full", "arange", "linspace", "eye", "rand", "randint", "multinomial",
-                             "one_hot", "all", "any", "gelu_backward", "gelu_tanh_backward", "detach"})
+                             "one_hot", "all", "any", "detach"})
       register_nondifferentiable(name);
   }
 } register_formulas;

@@ -34,8 +34,14 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
   std::vector<Tensor> diff_inputs;
   for (size_t i : diff) diff_inputs.push_back(inputs[i]);
   std::vector<std::vector<std::vector<double>>> analytic(outs.size());  // [output][k][flat input elems]
+  int64_t total_in = 0;
+  for (size_t i : diff) total_in += inputs[i].numel();
   for (size_t oi = 0; oi < outs.size(); ++oi) {
-    if (!is_floating(outs[oi].dtype()) || !outs[oi].requires_grad()) continue;
+    if (!is_floating(outs[oi].dtype())) continue;
+    if (!outs[oi].requires_grad()) {  // no history: its analytical Jacobian is zero, which is checked too
+      analytic[oi].assign(static_cast<size_t>(outs[oi].numel()), std::vector<double>(static_cast<size_t>(total_in), 0.0));
+      continue;
+    }
     for (int64_t k = 0; k < outs[oi].numel(); ++k) {
       Tensor seed = zeros(outs[oi].sizes(), outs[oi].dtype());
       seed.view({-1}).select(0, k).fill_(1);
@@ -76,6 +82,32 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
     }
   }
   return true;
+}
+
+bool gradgradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                   const std::vector<Tensor>& inputs, GradcheckOptions opt) {
+  // The first-order gradients of sum(fn(x)[i] * w[i]), as functions of x,
+  // built with create_graph: gradcheck then differentiates them again.
+  std::vector<Tensor> w;
+  {
+    EnableGradGuard grad_mode;
+    for (const Tensor& o : fn(inputs)) w.push_back(is_floating(o.dtype()) ? randn(o.sizes(), o.dtype()) : Tensor());
+  }
+  auto first_order = [&](const std::vector<Tensor>& in) {
+    EnableGradGuard grad_mode;  // gradcheck evaluates under no_grad
+    const std::vector<Tensor> outs = fn(in);
+    std::vector<Tensor> roots, seeds, wrt;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].requires_grad()) roots.push_back(outs[i]), seeds.push_back(w[i]);
+    for (const Tensor& x : in)
+      if (x.requires_grad()) wrt.push_back(x);
+    std::vector<Tensor> g = roots.empty() ? std::vector<Tensor>(wrt.size())
+                                          : grad(roots, wrt, seeds, true, /*allow_unused=*/true, /*create_graph=*/true);
+    for (size_t j = 0; j < g.size(); ++j)
+      if (!g[j].defined()) g[j] = zeros(wrt[j].sizes(), wrt[j].dtype());
+    return g;
+  };
+  return gradcheck(first_order, inputs, opt);
 }
 
 }  // namespace kiln::autograd

@@ -58,7 +58,10 @@ struct SavedTensor {
   uint64_t version = 0;
   Tensor unpack(const std::string& op) const;
 };
-SavedTensor save(const Tensor& t);
+// keep_history: an op's saved input keeps its autograd history, so a
+// backward with create_graph differentiates through it (no cycle: an
+// input's history is older than the node saving it).
+SavedTensor save(const Tensor& t, bool keep_history = false);
 
 struct BackwardContext {
   const std::vector<Tensor>& inputs;   // saved inputs (undefined if the formula saves none)

@@ -16,7 +16,7 @@ namespace {
 
 thread_local bool grad_enabled = true;
 
-struct OpNode final : Node {
+struct OpNode final : Node, std::enable_shared_from_this<OpNode> {
   const OpDef* op = nullptr;
   autograd::BackwardFn fn = nullptr;
   Attrs attrs;
@@ -31,7 +31,19 @@ struct OpNode final : Node {
           "tensors after they have already been freed); specify retain_graph=true on the first backward");
     std::vector<Tensor> in, out;
     for (const auto& s : saved_inputs) in.push_back(s.unpack(op->name));
-    for (const auto& s : saved_outputs) out.push_back(s.unpack(op->name));
+    for (size_t i = 0; i < saved_outputs.size(); ++i) {
+      out.push_back(saved_outputs[i].unpack(op->name));
+      // Saved without history (it would point back at this node: a cycle);
+      // under create_graph an alias gets this node as its grad_fn again.
+      if (is_grad_enabled() && out.back().defined() && is_floating(out.back().dtype())) {
+        auto impl = std::make_shared<TensorImpl>(*out.back().impl());
+        impl->autograd = std::make_shared<AutogradMeta>();
+        impl->autograd->requires_grad = true;
+        impl->autograd->grad_fn = shared_from_this();
+        impl->autograd->output_nr = static_cast<uint32_t>(i);
+        out.back() = Tensor(std::move(impl));
+      }
+    }
     autograd::BackwardContext ctx{in, out, input_meta, attrs, grads, needs_grad};
     std::vector<Tensor> gin = fn(ctx);
     check(gin.size() == needs_grad.size(), "backward", "formula of '", op->name, "' returned ", gin.size(),
@@ -90,7 +102,7 @@ class AutogradMode final : public DispatchMode {
         node->next_edges.push_back(m.grad_fn ? autograd::Edge{m.grad_fn, m.output_nr}
                                              : autograd::Edge{autograd::grad_accumulator(t), 0});
       }
-      if (def.save & autograd::kSaveInputs) node->saved_inputs.push_back(autograd::save(values[k]));
+      if (def.save & autograd::kSaveInputs) node->saved_inputs.push_back(autograd::save(values[k], /*keep_history=*/true));
     }
     node->output_hooks.resize(results.size());
     for (size_t i = 0; i < results.size(); ++i) {

@@ -168,3 +168,36 @@ TEST(Autograd, EveryOpHasABackwardEntry) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST(Autograd, CreateGraphGivesGradientsWithHistory) {
+  manual_seed(2440);
+  const Tensor x = randn({5}, kFloat64).requires_grad_(), v = randn({5}, kFloat64);
+  // f = sum(x^3 * exp(x)): a Hessian-vector product through create_graph.
+  const Tensor f = (x * x * x * exp(x)).sum();
+  const Tensor g = autograd::grad({f}, {x}, {}, false, false, /*create_graph=*/true)[0];
+  ASSERT_TRUE(g.requires_grad());
+  const Tensor hv = autograd::grad({(g * v).sum()}, {x})[0];
+  const auto xs = values(x), vs = values(v);
+  std::vector<double> want;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double a = xs[i];
+    want.push_back((6 * a + 6 * a * a + a * a * a) * std::exp(a) * vs[i]);  // (x^3 e^x)'' v
+  }
+  expect_close(hv, want, 1e-10, 1e-12, "Hessian-vector product");
+  // A gradient penalty: backward(create_graph) leaves .grad with history.
+  const Tensor w = randn({3}, kFloat64).requires_grad_();
+  (square(w) * w).sum().backward({}, false, /*create_graph=*/true);
+  ASSERT_TRUE(w.grad().requires_grad());
+  const Tensor penalty = square(w.grad()).sum();  // sum (3 w^2)^2
+  const Tensor pg = autograd::grad({penalty}, {w})[0];
+  const auto ws = values(w.detach());
+  std::vector<double> want_pg;
+  for (double a : ws) want_pg.push_back(36 * a * a * a);
+  expect_close(pg, want_pg, 1e-10, 1e-12, "gradient penalty");
+}
+
+}  // namespace
+}  // namespace kiln::test

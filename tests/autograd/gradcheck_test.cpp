@@ -10,11 +10,18 @@ Tensor leaf(Shape s, double lo = -1.0, double hi = 1.0) {
   return (rand(std::move(s), kFloat64) * (hi - lo) + lo).requires_grad_();
 }
 
+// First and second derivatives (gradgradcheck, through create_graph).
 void expect_gradcheck(const std::string& name, const Fn& fn, const std::vector<Tensor>& inputs) {
+  auto vec = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; };
   try {
-    autograd::gradcheck([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; }, inputs);
+    autograd::gradcheck(vec, inputs);
   } catch (const Error& e) {
     ADD_FAILURE() << name << ": " << e.what();
+  }
+  try {
+    autograd::gradgradcheck(vec, inputs);
+  } catch (const Error& e) {
+    ADD_FAILURE() << name << " (second derivatives): " << e.what();
   }
 }
 
