@@ -4,6 +4,7 @@
 #include "kiln/compile.h"
 #include "kiln/paged_attention.h"
 #include "kiln/autograd.h"
+#include "kiln/autograd_function.h"
 #include "kiln/dispatch.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
