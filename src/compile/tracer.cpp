@@ -262,6 +262,11 @@ class Tracer : public DispatchMode {
     int over = -1;
     if (it != trace_.writebacks.end()) over = it->over;
     else if (const auto read = ext_.find(d); read != ext_.end() && trace_.value_ext[read->second] >= 0) over = read->second;
+    // Not in place when the graph read dst's memory through another tensor
+    // too (a view taken eagerly): a loop may read that one after the write.
+    if (over >= 0 && it == trace_.writebacks.end())
+      for (const Tensor& e : trace_.externals)
+        if (e.impl() != d && e.impl()->storage == d->storage) over = -1;
     ext_[d] = v;  // later reads of dst
     written_.insert(d);
     mutated_.insert(d->storage.get());
