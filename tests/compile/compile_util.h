@@ -31,6 +31,12 @@ inline CompileOptions backend(const std::string& b) {
   return o;
 }
 
+inline CompileOptions fullgraph() {
+  CompileOptions o;
+  o.fullgraph = true;
+  return o;
+}
+
 inline void expect_same(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-5) {
   ASSERT_EQ(got.defined(), want.defined()) << what;
   if (!want.defined()) return;

@@ -202,12 +202,6 @@ TEST_F(Compile, GeneratedLoopsRoundLikeEager) {
   }
 }
 
-}  // namespace
-}  // namespace kiln::test
-
-namespace kiln::test {
-namespace {
-
 TEST_F(Compile, RecompileReasonsNameTheFailedGuard) {
   auto fn = [](const Tensor& x, const Tensor& y) { return x * 2.0 + y; };
   auto f = compile(fn);
@@ -260,42 +254,8 @@ TEST_F(Compile, EachDistinctBreakIsLoggedOnceWithAnExplanation) {
   EXPECT_NE(err.find("hint: "), std::string::npos) << err;
 }
 
-}  // namespace
-}  // namespace kiln::test
-
-namespace kiln::test {
-namespace {
-
-TEST_F(Compile, AdamWStepIsOneGraphFromItsFirstCallUnderFullgraph) {
-  manual_seed(2420);
-  nn::Linear a(6, 4), b(6, 4);
-  {
-    NoGradGuard no_grad;
-    b.weight.copy_(a.weight), b.bias.copy_(a.bias);
-  }
-  optim::AdamWOptions o;
-  o.lr = 1e-2, o.weight_decay = 0.1, o.amsgrad = true;
-  optim::AdamW oa(a.parameters(), o), ob(b.parameters(), o);
-  CompileOptions full;
-  full.fullgraph = true;
-  auto step = compile([&] { ob.step(); }, full);
-  for (int s = 0; s < 3; ++s) {
-    const Tensor x = randn({3, 6});
-    square(a(x)).sum().backward();
-    square(b(x)).sum().backward();
-    oa.step();
-    step();  // the first call creates the state inside the graph
-    expect_same(b.weight, a.weight, "weight after step " + std::to_string(s));
-    expect_same(b.bias, a.bias, "bias after step " + std::to_string(s));
-    oa.zero_grad(), ob.zero_grad();
-  }
-  const nn::StateDict sa = oa.state_dict(), sb = ob.state_dict();
-  for (const auto& [k, v] : sa) expect_same(sb.at(k), v, "state " + k);
-}
-
 TEST_F(Compile, AnInlinedCompileKeepsItsFullgraph) {
-  CompileOptions full;
-  full.fullgraph = true;
+  const CompileOptions full = fullgraph();
   auto inner = compile(
       [](const Tensor& x) {
         const Tensor y = x * 2.0;
@@ -318,12 +278,6 @@ TEST_F(Compile, AnInlinedCompileKeepsItsFullgraph) {
   expect_same(plain(x), x * 2.0, "after");
 }
 
-}  // namespace
-}  // namespace kiln::test
-
-namespace kiln::test {
-namespace {
-
 // Trains two copies of a model for 20 steps, one eagerly and one with the
 // whole step (forward, backward, AdamW, zero_grad) compiled under
 // fullgraph, in float64: the parameters must stay equal.
@@ -341,8 +295,7 @@ void expect_whole_step_matches(Model& eager_model, Model& compiled_model, Batch&
     opt.zero_grad();
     return loss;
   };
-  CompileOptions full;
-  full.fullgraph = true;
+  const CompileOptions full = fullgraph();
   auto compiled = compile([&](const Tensor& x, const Tensor& y) { return step(compiled_model, compiled_opt, x, y); }, full);
   for (int s = 0; s < 20; ++s) {
     const auto [x, y] = batch();
@@ -398,15 +351,8 @@ TEST_F(Compile, BackwardInsideACompiledFunctionAccumulatesLikeEager) {
   }
 }
 
-}  // namespace
-}  // namespace kiln::test
-
-namespace kiln::test {
-namespace {
-
 TEST_F(Compile, BreaksInsideInPlaceOpsNameTheUsersLine) {
-  CompileOptions full;
-  full.fullgraph = true;
+  const CompileOptions full = fullgraph();
   int line = 0;
   auto f = compile(
       [&](const Tensor& x) {
@@ -424,12 +370,6 @@ TEST_F(Compile, BreaksInsideInPlaceOpsNameTheUsersLine) {
     EXPECT_NE(std::string(e.what()).find("Hint: "), std::string::npos) << e.what();
   }
 }
-
-}  // namespace
-}  // namespace kiln::test
-
-namespace kiln::test {
-namespace {
 
 TEST_F(Compile, ExplainGivesEachGraphsOpsGuardsAndCompileTime) {
   const compiler::ExplainOutput e = compiler::explain(
