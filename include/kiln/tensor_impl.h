@@ -55,6 +55,12 @@ struct TensorImpl {
   bool wrapped_number = false;
   // Made by a view op: shares its storage with a base tensor.
   bool is_view = false;
+  // A view's base: the tensor, not itself a view, that the chain of views
+  // started from (autograd rebases its history when a view is written in
+  // place, Note [Writing into views]). Weak: a view does not keep its base's
+  // handle alive (kiln::compile counts a traced tensor's holders), and once
+  // nothing holds the base no one can ask for its gradient.
+  std::weak_ptr<TensorImpl> view_base;
   // Bit d set: kiln::compile treats dim d's size as dynamic (mark_dynamic).
   uint64_t dynamic_dims = 0;
   std::shared_ptr<AutogradMeta> autograd;

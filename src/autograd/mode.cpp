@@ -10,6 +10,7 @@
 
 #include "autograd/graph.h"
 #include "kiln/error.h"
+#include "kiln/ops.h"
 
 namespace kiln {
 namespace {
@@ -62,6 +63,107 @@ struct OpNode final : Node, std::enable_shared_from_this<OpNode> {
 };
 
 bool wants_grad(const Tensor& t) { return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad; }
+
+// Note [Writing into views]
+// An in-place op on a view v of a base b (v = b[0]; v.mul_(2)) is recorded
+// as PyTorch's CopySlices: the op's functional result r gets its node as
+// usual, then b's history becomes a CopySlices node whose backward splits
+// b's gradient into the part outside v's elements (to b's old history) and
+// the part at them (to r), and v's history becomes a view of the new b. The
+// view's place in b comes from their layouts (b contiguous; other bases,
+// and a base that is a leaf requiring grad, are refused). Views of b taken
+// before the write keep their old history, which is right unless they
+// overlap the written elements (PyTorch would regenerate it).
+struct CopySlices final : Node {
+  Shape base_sizes, view_sizes, view_strides;
+  int64_t view_offset = 0;  // in elements, from the base's first element
+  DType dtype = kFloat32;
+  bool base_has_history = false;
+  std::string name() const override { return "CopySlices"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    Tensor g = grads[0].contiguous().clone();
+    const Tensor region = g.as_strided(view_sizes, view_strides, g.storage_offset() + view_offset);
+    Tensor for_result = region.clone();
+    {
+      NoGradGuard no_grad;  // g is this backward's own buffer
+      region.zero_();
+    }
+    std::vector<Tensor> out;
+    if (base_has_history) out.push_back(g);
+    out.push_back(for_result);
+    return out;
+  }
+};
+
+// The backward of a view of a rebased base: the view's gradient placed in
+// zeros of the base's shape.
+struct ViewOfBase final : Node {
+  Shape base_sizes, view_sizes, view_strides;
+  int64_t view_offset = 0;
+  DType dtype = kFloat32;
+  std::string name() const override { return "AsStridedBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    Tensor z = zeros(base_sizes, dtype);
+    const Tensor region = z.as_strided(view_sizes, view_strides, view_offset);
+    {
+      NoGradGuard no_grad;
+      region.copy_(grads[0]);
+    }
+    return {z};
+  }
+};
+
+// The base whose history a write into view o rebases; undefined when o is
+// not a view or nothing holds its base any more (o's own history is then
+// simply the op's, as for a tensor that is no view).
+Tensor live_base(const Tensor& o) {
+  if (!o.impl()->is_view) return Tensor();
+  return Tensor(o.impl()->view_base.lock());
+}
+
+// Whether a write into o's base can be recorded (before anything is written).
+void check_view_write(const Tensor& base, const char* op) {
+  check(!(base.requires_grad() && base.is_leaf()), op,
+        "a view of a leaf tensor that requires grad is being used in an in-place operation");
+  check(base.is_contiguous(), op, "in-place operations on views of a non-contiguous base (shape ",
+        shape_text(base.sizes()), ", stride ", shape_text(base.strides()), ") are not differentiable yet");
+}
+
+// Rebases view o's base after r (the functional result) was copied into o.
+void rebase_base_of(const Tensor& o, const Tensor& base, const Tensor& r) {
+  auto node = std::make_shared<CopySlices>();
+  node->base_sizes = base.sizes();
+  node->view_sizes = o.sizes();
+  node->view_strides = o.strides();
+  node->view_offset = o.storage_offset() - base.storage_offset();
+  node->dtype = base.dtype();
+  node->base_has_history = base.requires_grad();
+  node->output_meta.emplace_back(base.sizes(), base.dtype());
+  node->output_hooks.resize(1);
+  if (node->base_has_history) {
+    const AutogradMeta& m = *base.impl()->autograd;
+    node->next_edges.push_back(m.grad_fn ? autograd::Edge{m.grad_fn, m.output_nr} : autograd::Edge{autograd::grad_accumulator(base), 0});
+  }
+  const AutogradMeta& rm = *r.impl()->autograd;
+  node->next_edges.push_back(autograd::Edge{rm.grad_fn, rm.output_nr});
+  AutogradMeta& bm = autograd::meta(base);
+  bm.requires_grad = true;
+  bm.grad_fn = node;
+  bm.output_nr = 0;
+  auto view_node = std::make_shared<ViewOfBase>();
+  view_node->base_sizes = node->base_sizes;
+  view_node->view_sizes = node->view_sizes;
+  view_node->view_strides = node->view_strides;
+  view_node->view_offset = node->view_offset;
+  view_node->dtype = node->dtype;
+  view_node->output_meta.emplace_back(o.sizes(), o.dtype());
+  view_node->output_hooks.resize(1);
+  view_node->next_edges.push_back(autograd::Edge{node, 0});
+  AutogradMeta& vm = autograd::meta(o);
+  vm.requires_grad = true;
+  vm.grad_fn = view_node;
+  vm.output_nr = 0;
+}
 
 class AutogradMode final : public DispatchMode {
  public:
@@ -120,11 +222,11 @@ class AutogradMode final : public DispatchMode {
 
   static std::vector<Tensor> record_in_place(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
                                              std::span<const Tensor> out) {
+
+    std::vector<Tensor> bases;
     for (const Tensor& o : out) {
-      // Recording it would need the base's history rewritten too (PyTorch's
-      // CopySlices); refuse rather than give the base a wrong gradient.
-      check(!o.impl()->is_view, op.name.c_str(),
-            "in-place operations on views are not differentiable yet; use the out-of-place op instead");
+      bases.push_back(live_base(o));
+      if (bases.back().defined()) check_view_write(bases.back(), op.name.c_str());
     }
     // Inputs that are the destination are cloned first: the node must keep
     // their old values, which the copy below overwrites.
@@ -138,6 +240,10 @@ class AutogradMode final : public DispatchMode {
       {
         NoGradGuard no_grad;
         out[i].copy_(results[i]);
+      }
+      if (bases[i].defined() && results[i].impl()->autograd) {  // Note [Writing into views]
+        rebase_base_of(out[i], bases[i], results[i]);
+        continue;
       }
       if (results[i].impl()->autograd) {
         auto& m = autograd::meta(out[i]);

@@ -195,6 +195,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
       impl->strides = std::move(m.strides);
       impl->storage_offset = m.storage_offset;
       impl->is_view = true;
+      impl->view_base = base->is_view ? base->view_base : inputs[0].impl_ptr();
       views.emplace_back(std::move(impl));
     }
     return views;

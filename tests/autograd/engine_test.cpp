@@ -98,8 +98,37 @@ TEST(Autograd, InPlaceOpsRebaseHistory) {
     x.add_(ones({3}, kFloat64));  // allowed without grad mode, as in PyTorch
   }
   expect_close(x, {2, 3, 4}, 0, 0, "no_grad in-place update of a leaf");
-  Tensor v = x * 1;
-  expect_error([&] { v.select(0, 1).mul_(2); }, {"[mul]", "views are not differentiable yet"});
+  // A view of a leaf that requires grad may not be written (PyTorch's rule too).
+  expect_error([&] { x.select(0, 1).mul_(2); }, {"[mul]", "view of a leaf tensor that requires grad"});
+}
+
+// Note [Writing into views]: writes through several views of one base
+// (a row, a column, a transposed block), as PyTorch's CopySlices.
+TEST(Autograd, InPlaceOpsOnViewsRebaseTheirBase) {
+  manual_seed(2460);
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor& y = in[1];
+    Tensor b = x * 1.0;                          // a non-leaf base, 4 x 5
+    b.select(0, 1).mul_(y.select(0, 0));         // a row, by a tensor that requires grad
+    b.select(1, 3).add_(square(y.select(0, 1).slice(0, 0, 4)));  // a column (crossing the row)
+    b.slice(0, 2, 4).slice(1, 0, 2).t().mul_(3.0);  // a transposed block
+    Tensor v = b.slice(1, 1, 3);
+    v.copy_(tanh(v) * y.slice(1, 0, 2).sum({0}));  // copy_ into a view, reading the view itself
+    return std::vector<Tensor>{b * b};
+  };
+  const Tensor x = randn({4, 5}, kFloat64).requires_grad_(), y = randn({2, 5}, kFloat64).requires_grad_();
+  EXPECT_TRUE(autograd::gradcheck(fn, {x, y}));
+  const Tensor b = fn({x, y})[0];
+  EXPECT_EQ(b.grad_fn_name(), "mul_backward");
+  // A buffer that did not require grad gets history from what is written into it.
+  const Tensor w = randn({3}, kFloat64).requires_grad_();
+  Tensor buf = zeros({2, 3}, kFloat64);
+  buf.select(0, 1).copy_(w * 2.0);
+  ASSERT_TRUE(buf.requires_grad());
+  EXPECT_EQ(buf.grad_fn_name(), "CopySlices");
+  (buf * buf).sum().backward();
+  expect_close(w.grad(), values(w.detach() * 8.0), 1e-12, 0, "d sum((2w)^2) / dw");
 }
 
 TEST(Autograd, ModifyingASavedTensorIsAnError) {
