@@ -340,9 +340,10 @@ class Tracer : public DispatchMode {
     auto handle = [&](int v) {
       return trace_.value_ext[v] >= 0 ? trace_.externals[trace_.value_ext[v]] : Tensor(trace_.values[v]);
     };
+    const size_t forward_nodes = trace_.nodes.size();  // the seed below is a node too
     std::vector<Tensor> grad(nv);
     grad[r] = gradient.defined() ? gradient.to(root.dtype()) : ones(root.sizes(), root.dtype());
-    for (size_t k = trace_.nodes.size(); k-- > 0;) {
+    for (size_t k = forward_nodes; k-- > 0;) {
       const TracedNode node = trace_.nodes[k];  // a copy: the formulas append nodes
       bool any_grad = false;
       for (int o : node.outputs) any_grad = any_grad || grad[o].defined();
