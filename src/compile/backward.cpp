@@ -205,33 +205,52 @@ void differentiate(const Trace& t, const std::vector<int>& order, const std::vec
     bool any_grad = false;
     for (int o : node.outputs) any_grad = any_grad || grad[o].defined();
     if (!def || !def->fn || !any_grad) continue;
-    std::vector<Tensor> ins, outs, grads;
-    std::vector<TensorMeta> input_meta;
-    std::vector<bool> needs;
-    for (int in : node.inputs) {
-      const TensorImpl& m = meta_of(plan.rep[in]);
-      input_meta.emplace_back(m.sizes, m.dtype, m.strides, m.storage_offset);
-      needs.push_back(req[plan.rep[in]]);
-      if (def->save & autograd::kSaveInputs) ins.push_back(value(plan.rep[in]));
-    }
-    for (int o : node.outputs) {
-      if (def->save & autograd::kSaveOutputs) outs.push_back(value(o));
-      const TensorImpl& m = meta_of(o);
-      grads.push_back(grad[o].defined() ? grad[o] : zeros(m.sizes, m.dtype));
-    }
-    autograd::BackwardContext ctx{ins, outs, input_meta, node.attrs, grads, needs};
+    std::vector<int> inputs;
+    for (int in : node.inputs) inputs.push_back(plan.rep[in]);
     std::vector<Tensor> gin;
     try {
-      gin = def->fn(ctx);
+      gin = call_formula(*def, node, inputs, value, meta_of, req, grad);
     } catch (NotTraceable& e) {
       e.why = "in the backward of '" + node.op->name + "', " + e.why;
       throw;
     }
-    for (size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i)
-      if (needs[i] && gin[i].defined()) accumulate(plan.rep[node.inputs[i]], gin[i]);
+    for (size_t i = 0; i < inputs.size() && i < gin.size(); ++i)
+      if (gin[i].defined()) accumulate(inputs[i], gin[i]);
   }
   for (int v : g.inputs) g.results.push_back(grad[v].defined() ? rec.value_of(grad[v]) : -1);
 }
+
+}  // namespace
+
+std::vector<Tensor> call_formula(const autograd::BackwardDef& def, const TracedNode& node, const std::vector<int>& inputs,
+                                 const std::function<Tensor(int)>& value,
+                                 const std::function<const TensorImpl&(int)>& meta,
+                                 const std::vector<bool>& wants_grad, const std::vector<Tensor>& grad) {
+  std::vector<Tensor> ins, outs, grads;
+  std::vector<TensorMeta> input_meta;
+  std::vector<bool> needs;
+  bool any_need = false;
+  for (int v : inputs) {
+    const TensorImpl& m = meta(v);
+    input_meta.emplace_back(m.sizes, m.dtype, m.strides, m.storage_offset);
+    needs.push_back(wants_grad[v]);
+    any_need = any_need || needs.back();
+    if (def.save & autograd::kSaveInputs) ins.push_back(value(v));
+  }
+  if (!any_need) return std::vector<Tensor>(inputs.size());
+  for (int o : node.outputs) {
+    if (def.save & autograd::kSaveOutputs) outs.push_back(value(o));
+    const TensorImpl& m = meta(o);
+    grads.push_back(grad[o].defined() ? grad[o] : zeros(m.sizes, m.dtype));
+  }
+  autograd::BackwardContext ctx{ins, outs, input_meta, node.attrs, grads, needs};
+  std::vector<Tensor> gin = def.fn(ctx);
+  for (size_t i = 0; i < gin.size() && i < needs.size(); ++i)
+    if (!needs[i]) gin[i] = Tensor();
+  return gin;
+}
+
+namespace {
 
 // A copy of t's metadata that holds no tensor memory and no autograd
 // history (kept by a plan to build backward variants later).

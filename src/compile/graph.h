@@ -1,11 +1,16 @@
 // The traced graph of kiln::compile and what compiling it produces.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/dispatch.h"
+
+namespace kiln::autograd {
+struct BackwardDef;
+}
 
 namespace kiln::compiler::detail {
 
@@ -110,6 +115,18 @@ void for_each_read(const Trace& t, const Plan& p, int n, Fn&& fn) {
   for (int in : t.nodes[n].inputs) fn(p.rep[in]);
   if (!p.bias_of.empty() && p.bias_of[n] >= 0) fn(p.rep[p.bias_of[n]]);
 }
+
+// Calls the backward formula `def` of node (as the autograd engine would):
+// inputs are its input value ids (merged by CSE where the caller merges),
+// value(v) gives the tensor of a value the formula saves, meta(v) any
+// value's metadata, wants_grad[v] whether a value carries gradient, grad[v]
+// the gradient reaching an output (undefined: zeros). Returns one gradient
+// per input, undefined where none is wanted. Shared by the compiled
+// backward (backward.cpp) and the backward traced into a graph (tracer.cpp).
+std::vector<Tensor> call_formula(const autograd::BackwardDef& def, const TracedNode& node, const std::vector<int>& inputs,
+                                 const std::function<Tensor(int)>& value,
+                                 const std::function<const TensorImpl&(int)>& meta,
+                                 const std::vector<bool>& wants_grad, const std::vector<Tensor>& grad);
 
 // Whether running the trace must record autograd history: some input
 // requires grad and some op was traced with grad enabled.

@@ -340,6 +340,9 @@ class Tracer : public DispatchMode {
     auto handle = [&](int v) {
       return trace_.value_ext[v] >= 0 ? trace_.externals[trace_.value_ext[v]] : Tensor(trace_.values[v]);
     };
+    auto meta = [&](int v) -> const TensorImpl& {
+      return trace_.value_ext[v] >= 0 ? *trace_.externals[trace_.value_ext[v]].impl() : *trace_.values[v];
+    };
     const size_t forward_nodes = trace_.nodes.size();  // the seed below is a node too
     std::vector<Tensor> grad(nv);
     grad[r] = gradient.defined() ? gradient.to(root.dtype()) : ones(root.sizes(), root.dtype());
@@ -350,27 +353,9 @@ class Tracer : public DispatchMode {
       if (!node.grad_enabled || !any_grad) continue;
       const autograd::BackwardDef* def = autograd::find_backward(node.op->name);
       if (!def->fn) continue;
-      std::vector<Tensor> ins, outs, grads;
-      std::vector<TensorMeta> input_meta;
-      std::vector<bool> needs;
-      bool any_need = false;
-      for (int in : node.inputs) {
-        const Tensor x = handle(in);
-        input_meta.emplace_back(x.sizes(), x.dtype(), x.strides(), x.storage_offset());
-        needs.push_back(value_grad_[in]);
-        any_need = any_need || needs.back();
-        if (def->save & autograd::kSaveInputs) ins.push_back(x);
-      }
-      if (!any_need) continue;
-      for (int o : node.outputs) {
-        const Tensor y = handle(o);
-        if (def->save & autograd::kSaveOutputs) outs.push_back(y);
-        grads.push_back(grad[o].defined() ? grad[o] : zeros(y.sizes(), y.dtype()));
-      }
-      autograd::BackwardContext ctx{ins, outs, input_meta, node.attrs, grads, needs};
-      const std::vector<Tensor> gin = def->fn(ctx);
+      const std::vector<Tensor> gin = call_formula(*def, node, node.inputs, handle, meta, value_grad_, grad);
       for (size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
-        if (!needs[i] || !gin[i].defined()) continue;
+        if (!gin[i].defined()) continue;
         Tensor& acc = grad[node.inputs[i]];
         acc = acc.defined() ? add(acc, gin[i]) : gin[i];
       }
