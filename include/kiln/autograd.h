@@ -26,6 +26,18 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Scoped: grad mode set to `enabled` (PyTorch's torch::AutoGradMode).
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(is_grad_enabled()) { set_grad_enabled(enabled); }
+  ~AutoGradMode() { set_grad_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+
 class EnableGradGuard {
  public:
   EnableGradGuard() : prev_(is_grad_enabled()) { set_grad_enabled(true); }

@@ -55,11 +55,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
                   const std::vector<Edge>* capture, std::vector<Tensor>* captured, bool create_graph = false) {
   // With create_graph the formulas' ops are recorded: the gradients get
   // history of their own (saved values are unpacked with theirs, OpNode).
-  struct GradMode {
-    bool prev = is_grad_enabled();
-    explicit GradMode(bool on) { set_grad_enabled(on); }
-    ~GradMode() { set_grad_enabled(prev); }
-  } grad_mode(create_graph);
+  const AutoGradMode grad_mode(create_graph);
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::vector<std::shared_ptr<Node>> stack, all;

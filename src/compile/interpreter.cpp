@@ -50,11 +50,7 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
     std::vector<Tensor> outs;
     if (record_grad) {
       // Under the grad mode the op was traced with; restored on exit.
-      struct GradMode {
-        bool prev = is_grad_enabled();
-        explicit GradMode(bool on) { set_grad_enabled(on); }
-        ~GradMode() { set_grad_enabled(prev); }
-      } mode(node.grad_enabled);
+      const AutoGradMode mode(node.grad_enabled);
       outs = dispatch(*op, ins, node.attrs);
     } else {
       outs = run_kernel(*op, ins, node.attrs);
