@@ -230,6 +230,17 @@ class Tracer : public DispatchMode {
     return trace_.nodes.back().outputs.empty() ? -1 : trace_.nodes.back().outputs[0];
   }
 
+  // A pending tensor for the result of an in-place op's functional form,
+  // when that result has dst's shape and dtype (else undefined: not
+  // recorded as a write).
+  static Tensor functional_result(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                  const TensorImpl& dst) {
+    const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+    if (metas.size() != 1 || metas[0].sizes != dst.sizes || metas[0].dtype != dst.dtype) return Tensor();
+    const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
+    return empty(metas[0].sizes, metas[0].dtype);
+  }
+
   // Note [Writes to real tensors]
   // An in-place or out= op on a real tensor (a parameter, an optimizer
   // state), with grad mode off, is recorded as its functional form: the
@@ -246,13 +257,8 @@ class Tracer : public DispatchMode {
     const TensorImpl* d = dst.impl();
     if (pending_.count(d) || d->is_view) return false;
     if (mutated_.count(d->storage.get()) && !written_.count(d)) return false;
-    const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
-    if (metas.size() != 1 || metas[0].sizes != dst.sizes() || metas[0].dtype != dst.dtype()) return false;
-    Tensor pending;
-    {
-      const core::UnwrittenAllocations pending_storage;
-      pending = empty(metas[0].sizes, metas[0].dtype);
-    }
+    const Tensor pending = functional_result(op, inputs, attrs, *d);
+    if (!pending.defined()) return false;
     const int v = record(op, inputs, attrs, {pending});
     // The graph input bound to dst, when the graph read dst before its first
     // write (this op included): in the key, so a plan may let a fused loop
@@ -290,13 +296,8 @@ class Tracer : public DispatchMode {
     const auto it = pending_.find(d);
     if (it == pending_.end() || d->is_view || viewed_.count(d->storage.get()) || value_grad_[it->second]) return false;
     const int old_value = it->second;
-    const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
-    if (metas.size() != 1 || metas[0].sizes != d->sizes || metas[0].dtype != d->dtype) return false;
-    Tensor placeholder;
-    {
-      const core::UnwrittenAllocations pending_storage;
-      placeholder = empty(metas[0].sizes, metas[0].dtype);
-    }
+    const Tensor placeholder = functional_result(op, inputs, attrs, *d);
+    if (!placeholder.defined()) return false;
     const int new_value = record(op, inputs, attrs, {placeholder});
     std::swap(trace_.values[old_value], trace_.values[new_value]);
     pending_[d] = new_value;
