@@ -20,6 +20,19 @@ Tensor to_input(const Ctx& c, size_t i, const Tensor& g) { return sum_to(g, c.in
 // A unary op's single input gradient.
 Grads unary(const Ctx&, const Tensor& gx) { return {gx}; }
 
+// maximum/minimum: the gradient goes to the larger (smaller) input, split
+// evenly on ties; as in PyTorch an input loses it only by comparing smaller
+// (larger), so a NaN on either side gives both inputs the gradient.
+template <bool kMax>
+Grads extremum_backward(const Ctx& c) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor zero = zeros_like(g0(c));
+  const Tensor shared = where(eq(a, b), g0(c) * 0.5, g0(c));
+  const Tensor a_loses = kMax ? lt(a, b) : gt(a, b), b_loses = kMax ? gt(a, b) : lt(a, b);
+  return {to_input(c, 0, where(a_loses, zero, shared)), to_input(c, 1, where(b_loses, zero, shared))};
+}
+
 const struct Register {
   Register() {
     register_backward("neg", [](const Ctx& c) { return unary(c, neg(g0(c))); }, kSaveNone);
@@ -108,16 +121,8 @@ const struct Register {
       }
       return {ga, gb};
     }, kSaveBoth);
-    // maximum/minimum: the gradient goes to the larger (smaller) input, split evenly on ties.
-    for (const char* name : {"maximum", "minimum"})
-      register_backward(name, [](const Ctx& c) -> Grads {
-        const Tensor& a = c.inputs[0];
-        const Tensor& b = c.inputs[1];
-        const Tensor& y = c.outputs[0];
-        const Tensor ta = eq(a, y).to(y.dtype()), tb = eq(b, y).to(y.dtype());
-        const Tensor share = ta + tb;
-        return {to_input(c, 0, g0(c) * ta / share), to_input(c, 1, g0(c) * tb / share)};
-      }, kSaveBoth);
+    register_backward("maximum", extremum_backward<true>, kSaveInputs);
+    register_backward("minimum", extremum_backward<false>, kSaveInputs);
     register_backward("fmod", [](const Ctx& c) -> Grads {
       const Tensor q = (c.inputs[0] - c.outputs[0]) / c.inputs[1];  // trunc(a / b), exactly
       return {to_input(c, 0, g0(c)), to_input(c, 1, -g0(c) * q)};

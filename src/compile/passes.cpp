@@ -55,11 +55,20 @@ Plan optimize(const Trace& t) {
   plan.rep.resize(nv);
   for (int v = 0; v < nv; ++v) plan.rep[v] = v;
   // CSE: a node with the op, attributes, grad mode and (merged) inputs of an
-  // earlier one computes the same values. Random ops are never merged.
+  // earlier one computes the same values. Random ops are never merged, and
+  // neither are computed values the program gets: eager gives each its own
+  // tensor, so an in-place write to one after the graph (at a break) must not
+  // reach the other, nor bump the version of a tensor a backward saved.
   std::unordered_map<std::string, int> seen;
+  auto handed_out = [&](const TracedNode& node) {
+    if (node.op->kind == OpKind::View) return false;  // equal views share their base in eager too
+    for (int o : node.outputs)
+      if (t.live[o]) return true;
+    return false;
+  };
   for (int n = 0; n < static_cast<int>(t.nodes.size()); ++n) {
     const TracedNode& node = t.nodes[n];
-    if (node.attrs.has("seed")) continue;
+    if (node.attrs.has("seed") || handed_out(node)) continue;
     std::string key = node.op->name + (node.grad_enabled ? "g(" : "(");
     for (int in : node.inputs) key += std::to_string(plan.rep[in]) + ",";
     key += ")";

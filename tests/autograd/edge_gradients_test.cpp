@@ -57,6 +57,27 @@ TEST(EdgeGradients, CrossEntropyWithEveryTargetIgnored) {
   }, {l2});
 }
 
+// PyTorch's maximum/minimum backward: the smaller (larger) input gets 0, a
+// tie splits the gradient, and a NaN on either side gives both the whole
+// gradient (it was 0 / 0 = NaN, spread by every sum downstream).
+TEST(EdgeGradients, MaximumAndMinimumAtTiesAndNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const bool is_max : {true, false}) {
+    const Tensor a = tensor<double>({1, 2, 3, nan, 5}).requires_grad_();
+    const Tensor b = tensor<double>({2, 2, 1, 0, nan}).requires_grad_();
+    const Tensor y = is_max ? maximum(a, b) : minimum(a, b);
+    (y * tensor<double>({1, 2, 4, 8, 16})).sum().backward();
+    const std::vector<double> ga = values(a.grad()), gb = values(b.grad());
+    EXPECT_EQ(ga, std::vector<double>(is_max ? std::vector<double>{0, 1, 4, 8, 16} : std::vector<double>{1, 1, 0, 8, 16}));
+    EXPECT_EQ(gb, std::vector<double>(is_max ? std::vector<double>{1, 1, 0, 8, 16} : std::vector<double>{0, 1, 4, 8, 16}));
+  }
+  // Broadcast: the row's gradient sums over the rows it was compared with.
+  const Tensor x = tensor<double>({1, 5, 3, 0}, {2, 2}).requires_grad_(), r = tensor<double>({2, 2}).requires_grad_();
+  maximum(x, r).sum().backward();
+  EXPECT_EQ(values(x.grad()), std::vector<double>({0, 1, 1, 0}));
+  EXPECT_EQ(values(r.grad()), std::vector<double>({1, 1}));
+}
+
 TEST(BoolArithmetic, AddIsOrAndMulIsAnd) {
   const Tensor a = tensor<bool>({true, true, false, false}), b = tensor<bool>({true, false, true, false});
   const Tensor sum_ab = a + b, prod_ab = a * b;

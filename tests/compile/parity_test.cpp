@@ -200,6 +200,44 @@ TEST_F(Compile, GeneratedLoopsRoundLikeEager) {
     expect_same(f(a, a, c), fn(a, a, c), std::string(be) + " a * b + c");
     EXPECT_TRUE(std::isinf(f(a, a, c)[0].item<float>())) << be;
   }
+  // Eager rounds a * alpha and a layer_norm's x_hat * w before adding too
+  // (the compiler contracted them into FMAs in eager kernels; differential
+  // seeds 21958 and 20465): 3 * -3e38 is -inf, x_hat * -3e38 overflows.
+  auto alpha_add = [](const Tensor& x, const Tensor& y) { return add(x, y, 3.0) * 2.0; };
+  auto affine = [](const Tensor& x, const Tensor& w) { return tanh(layer_norm(silu(x), {8}, w, w)) + 1.0; };
+  for (const char* be : kBackends) {
+    auto f = compile(alpha_add, backend(be));
+    auto g = compile(affine, backend(be));
+    const Tensor x = full({37}, INFINITY), y = full({37}, -3e38);
+    EXPECT_TRUE(std::isnan(alpha_add(x, y)[36].item<float>()));  // inf + -inf, the SIMD body and the tail alike
+    expect_same(f(x, y), alpha_add(x, y), std::string(be) + " add(x, y, alpha=3)");
+    manual_seed(2413);
+    const Tensor w = tensor<float>({-3e38f, -3e38f, -3e38f, -3e38f, 1, 1, 1, 1});
+    const Tensor rows = randn({5, 8});
+    expect_same(g(rows, w), affine(rows, w), std::string(be) + " layer_norm with a weight near -FLT_MAX");
+  }
+}
+
+// CSE must not merge a computed value the program gets with another one:
+// eager gives each its own tensor, so an in-place write to the output after
+// the call reached the other's saved copy (differential seed 14970).
+TEST_F(Compile, OutputsAreNotMergedWithValuesAGradientSaved) {
+  manual_seed(2414);
+  auto fn = [](const Tensor& x) { return std::vector<Tensor>{x.sum(), x.sum() * x}; };
+  for (const char* be : kBackends) {
+    for (const bool dynamic : {false, true}) {
+      CompileOptions o = backend(be);
+      o.dynamic = dynamic;
+      auto f = compile(fn, o);
+      const Tensor x = randn({7}).requires_grad_(), x2 = x.detach().clone().requires_grad_();
+      auto got = f(x), want = fn(x2);
+      got[0].mul_(3.0);
+      want[0].mul_(3.0);
+      ASSERT_NO_THROW(got[1].sum().backward()) << be;
+      want[1].sum().backward();
+      expect_same(x.grad(), x2.grad(), std::string(be) + " gradient after the output was written");
+    }
+  }
 }
 
 TEST_F(Compile, RecompileReasonsNameTheFailedGuard) {

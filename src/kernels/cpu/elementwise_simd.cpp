@@ -121,7 +121,10 @@ void UnaryF32(int op, const float* in, float* out, size_t n, float lo, float hi)
 
 template <BinaryOp OP, class D, class V>
 HWY_INLINE V ApplyBinary(D d, V a, V b, V alpha) {
-  if constexpr (OP == BinaryOp::Add) return hn::MulAdd(alpha, b, a);
+  // a + alpha * b rounds the product first, as the scalar loops and the
+  // generated loops do (an FMA here would make inf + 3 * -3e38 finite on
+  // targets with FMA only, and eager differ from compiled).
+  if constexpr (OP == BinaryOp::Add) return hn::Add(a, hn::Mul(alpha, b));
   else if constexpr (OP == BinaryOp::GeluBackward) {
     const V half = hn::Set(d, 0.5f);
     const V cdf = hn::Mul(half, ErfcF(d, hn::Mul(b, hn::Set(d, static_cast<float>(-M_SQRT1_2)))));
@@ -136,7 +139,7 @@ HWY_INLINE V ApplyBinary(D d, V a, V b, V alpha) {
     const V right = hn::Mul(hn::Mul(half, b), hn::Mul(hn::NegMulAdd(t, t, one), dinner));
     return hn::Mul(a, hn::Add(left, right));
   }
-  else if constexpr (OP == BinaryOp::Sub) return hn::NegMulAdd(alpha, b, a);
+  else if constexpr (OP == BinaryOp::Sub) return hn::Sub(a, hn::Mul(alpha, b));
   else if constexpr (OP == BinaryOp::Mul) return hn::Mul(a, b);
   else if constexpr (OP == BinaryOp::Div) return hn::Div(a, b);
   else if constexpr (OP == BinaryOp::Maximum) {
