@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/attention_captured.h"
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
 

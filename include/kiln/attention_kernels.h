@@ -3,6 +3,7 @@
 // Included by attention.h; not meant to be included directly.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -94,6 +95,9 @@ template <class T>
 struct Dual {
   T v, d;
   Dual(T value = 0, T deriv = 0) : v(value), d(deriv) {}  // NOLINT: built from plain numbers in score_mods
+  // A captured tensor's element: a constant, but for the read the thread's
+  // tape differentiates (Note [Tensors a score_mod captures]).
+  Dual(const CapturedValue& c) : v(static_cast<T>(c.value)), d(static_cast<T>(read_derivative(c))) {}  // NOLINT
   friend Dual operator+(Dual a, Dual b) { return {a.v + b.v, a.d + b.d}; }
   friend Dual operator-(Dual a, Dual b) { return {a.v - b.v, a.d - b.d}; }
   friend Dual operator*(Dual a, Dual b) { return {a.v * b.v, a.d * b.v + a.v * b.d}; }
@@ -107,6 +111,50 @@ struct Dual {
     return {e, a.d * e};
   }
 };
+
+// A score_mod that reads CapturedTensors, with the ones the probe found
+// (Note [Tensors a score_mod captures]): learned() names them and
+// backward_learned_at adds their gradients at one score. `missed` is set
+// when the backward pass reads a tensor requiring grad that is not among
+// them, or a read of one that never met the score.
+template <class ScoreMod>
+struct CapturedScoreMod {
+  ScoreMod mod;
+  std::vector<Tensor> tensors;
+  std::shared_ptr<std::atomic<bool>> missed = std::make_shared<std::atomic<bool>>(false);
+  template <class S>
+  S operator()(S s, int64_t b, int64_t h, int64_t q, int64_t kv) const {
+    return mod(s, b, h, q, kv);
+  }
+  std::vector<Tensor> learned() const { return tensors; }
+  template <class T>
+  void backward_learned_at(double g, T score, int64_t b, int64_t h, int64_t q, int64_t kv,
+                           double* const* grads) const {
+    thread_local CaptureTape tape;
+    TapeScope scope(&tape);
+    tape.start(-1);
+    (void)mod(Dual<T>(score, T(0)), b, h, q, kv);
+    const std::vector<CapturedValue> reads = tape.reads;
+    const std::vector<char> met = tape.met;
+    for (size_t k = 0; k < reads.size(); ++k) {
+      size_t t = 0;
+      while (t < tensors.size() && tensors[t].impl() != reads[k].source->impl()) ++t;
+      if (t == tensors.size() || !met[k]) {
+        if (reads[k].source->requires_grad()) missed->store(true);
+        continue;
+      }
+      tape.start(static_cast<int>(k));
+      grads[t][reads[k].index] += g * static_cast<double>(mod(Dual<T>(score, T(0)), b, h, q, kv).d);
+    }
+  }
+};
+template <class M>
+concept LearnsAtScore = requires(const M& m, double g, int64_t i, double* const* grads) {
+  { m.learned() } -> std::convertible_to<std::vector<Tensor>>;
+  m.backward_learned_at(g, 0.0f, i, i, i, i, grads);
+};
+template <class M>
+concept LearnsTensors = HasLearnedTensors<M> || LearnsAtScore<M>;
 
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {
@@ -520,6 +568,8 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
     const auto p = uninitialized_aligned<T>(static_cast<size_t>(bs * bs)),
                dp = uninitialized_aligned<T>(static_cast<size_t>(bs * bs)),
                deriv = uninitialized_aligned<T>(static_cast<size_t>(bs * bs));
+    // The scores before the mod, for a mod whose learned gradients need them.
+    std::vector<T> raw(LearnsAtScore<ScoreMod> ? static_cast<size_t>(bs * bs) : 0);
     // Which kFlexTile-row tiles have been written: of dq per (query head of
     // the group, query block), of dk and dv in the current KV block.
     const int64_t row_tiles = (bs + kFlexTile - 1) / kFlexTile;
@@ -571,6 +621,7 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
                 T* dr = deriv.get() + (r0 + r) * bs;
                 if constexpr (!kPlain)
                   for (int64_t j = 0; j < w; ++j) {
+                    if constexpr (LearnsAtScore<ScoreMod>) raw[static_cast<size_t>((r0 + r) * bs + j)] = pr[j];
                     const Dual<T> sd = score_mod(Dual<T>(pr[j], T(1)), b, h, i, k0 + j0 + j);
                     pr[j] = sd.v, dr[j] = sd.d;
                   }
@@ -587,19 +638,24 @@ void backward(const T* q, const T* k, const T* v, const T* out, const T* lse, co
               const T* delta_rows = delta.data() + g * s.L + i0 + r0;
               const T* d_mod = kPlain ? nullptr : deriv.get() + r0 * bs;
               bool learned_grads = false;
-              if constexpr (HasLearnedTensors<ScoreMod>) learned_grads = learned != nullptr;
+              if constexpr (LearnsTensors<ScoreMod>) learned_grads = learned != nullptr;
               if (!learned_grads) {
                 softmax_grad<T>(pg, dpg, d_mod, gr, w, bs, lse_rows, delta_rows, static_cast<T>(s.scale));
-              } else if constexpr (HasLearnedTensors<ScoreMod>) {
+              } else if constexpr (LearnsTensors<ScoreMod>) {
                 // dp = dLoss / d(score_mod's output) first: the learned
                 // tensors' gradients need it before the chain rule to the score.
                 softmax_grad<T>(pg, dpg, nullptr, gr, w, bs, lse_rows, delta_rows, T(1));
                 for (int64_t r = 0; r < gr; ++r)
                   for (int64_t j = 0; j < w; ++j) {
                     T& g_ = dpg[r * bs + j];
-                    if (g_ != T(0))
+                    if (g_ == T(0)) {
+                    } else if constexpr (LearnsAtScore<ScoreMod>) {
+                      score_mod.backward_learned_at(static_cast<double>(g_), raw[static_cast<size_t>((r0 + r) * bs + j)],
+                                                    b, h, i0 + r0 + r, k0 + j0 + j, local_ptrs.data());
+                    } else {
                       score_mod.backward_learned(static_cast<double>(g_), b, h, i0 + r0 + r, k0 + j0 + j,
                                                  local_ptrs.data());
+                    }
                     g_ *= d_mod[r * bs + j] * static_cast<T>(s.scale);
                   }
               }
@@ -699,7 +755,7 @@ FlexOptions options_from_op(const Attrs& a);
 template <class ScoreMod, class MaskMod>
 constexpr bool kStatelessMods = std::is_empty_v<ScoreMod> && std::is_empty_v<MaskMod> &&
                                 std::is_default_constructible_v<ScoreMod> &&
-                                std::is_default_constructible_v<MaskMod> && !HasLearnedTensors<ScoreMod>;
+                                std::is_default_constructible_v<MaskMod> && !LearnsTensors<ScoreMod>;
 
 // An operand the tiled kernels can read in place (rows with a contiguous
 // last dim, as the heads of a fused QKV projection are), else a copy.
@@ -778,12 +834,48 @@ void op_backward(const OpCall& c) {
   else op_backward_typed<float, ScoreMod, MaskMod>(c);
 }
 
+// The CapturedTensors a score_mod reads at the corners of the (b, h, q_idx,
+// kv_idx) space (Note [Tensors a score_mod captures]). A read of a tensor
+// that requires grad which became a plain number before meeting the score
+// is refused here: its gradient would be lost.
+template <class T, class ScoreMod>
+std::vector<Tensor> captured_tensors(const ScoreMod& score_mod, const Shapes& s) {
+  CaptureTape tape;
+  TapeScope scope(&tape);
+  std::vector<Tensor> found;
+  for (int corner = 0; corner < 16; ++corner) {
+    const int64_t b = corner & 1 ? s.B - 1 : 0, h = corner & 2 ? s.Hq - 1 : 0;
+    const int64_t qi = corner & 4 ? s.L - 1 : 0, kv = corner & 8 ? s.S - 1 : 0;
+    tape.start(-1);
+    (void)score_mod(Dual<T>(T(0), T(1)), b, h, qi, kv);
+    for (size_t k = 0; k < tape.reads.size(); ++k) {
+      const Tensor& t = *tape.reads[k].source;
+      check(tape.met[k] || !t.requires_grad(), "flex_attention", "the score_mod used a read of a CapturedTensor ",
+            shape_text(t.sizes()), " that requires grad as a plain number before it met the score (arithmetic "
+            "with a float constant? write double constants), so its gradient would be lost");
+      if (std::none_of(found.begin(), found.end(), [&](const Tensor& f) { return f.impl() == t.impl(); }))
+        found.push_back(t);
+    }
+  }
+  return found;
+}
+
 template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
   Shapes s = check_inputs(q, k, v, m, opt);
   std::vector<Tensor> learned;
-  if constexpr (HasLearnedTensors<ScoreMod>) learned = score_mod.learned();
+  if constexpr (LearnsTensors<ScoreMod>) {
+    learned = score_mod.learned();
+  } else if constexpr (!std::is_empty_v<ScoreMod>) {
+    // A mod with state may read CapturedTensors: differentiate the ones
+    // that require grad (Note [Tensors a score_mod captures]).
+    if (is_grad_enabled() && s.B * s.Hq * s.L * s.S > 0) {
+      std::vector<Tensor> found = captured_tensors<T>(score_mod, s);
+      if (std::any_of(found.begin(), found.end(), [](const Tensor& t) { return t.requires_grad(); }))
+        return run<T>(q, k, v, CapturedScoreMod<ScoreMod>{score_mod, std::move(found)}, m, opt);
+    }
+  }
   const bool learns = std::any_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); });
   if constexpr (kStatelessMods<ScoreMod, MaskMod>) {
     if (q.dtype() == dtype_of<T>::value && k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
@@ -856,6 +948,11 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
                               backward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), saved_out.data_ptr<T>(),
                                           lse.data_ptr<T>(), go.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
                                           dv.data_ptr<T>(), s, m, score_mod, learns ? &dlearned : nullptr);
+                              if constexpr (LearnsAtScore<ScoreMod>)
+                                check(!score_mod.missed->load(), "flex_attention",
+                                      "the score_mod read a CapturedTensor that requires grad which it did not read "
+                                      "at any corner of the (b, h, q_idx, kv_idx) space, or used a read as a plain "
+                                      "number before it met the score: its gradient cannot be computed");
                               if (s.Bkv != s.B) dk = dk.sum({0}, true), dv = dv.sum({0}, true);
                               std::vector<Tensor> out_grads = {dq.to(dq_t), dk.to(dk_t), dv.to(dv_t)};
                               if (learns)
@@ -878,7 +975,8 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
 
 // q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev); k and v may have
 // batch 1 (broadcast, as for a shared or paged cache). Differentiable in q,
-// k, v and the tensors a score mod names in learned() (HasLearnedTensors).
+// k, v, the tensors a score mod names in learned() (HasLearnedTensors) and
+// the CapturedTensors it reads (Note [Tensors a score_mod captures]).
 template <class ScoreMod, class MaskMod>
 FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod,
                           const BlockMask<MaskMod>& block_mask, FlexOptions options = {}) {
