@@ -88,6 +88,10 @@ void mark_dynamic(const Tensor& t, int64_t dim);
 struct GraphBreakInfo {
   std::string reason, location;     // location: the user's file:line, or "unknown"
   std::string explanation, hint;    // empty for a reason without one
+  // The program's frames where the break was seen, innermost first, as
+  // "MODULE+0xOFFSET (symbol)" (addr2line -Cfe MODULE OFFSET gives file:line
+  // in a build with debug info); kiln's own frames left out.
+  std::vector<std::string> user_stack;
 };
 struct GraphInfo {
   std::vector<std::string> ops;     // the traced ops, in order

@@ -28,6 +28,7 @@
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/ops.h"
+#include "user_stack.h"
 
 namespace kiln::compiler {
 namespace detail {
@@ -55,6 +56,8 @@ thread_local Tracer* current = nullptr;
 // Compiled callables with fullgraph=true running inline in an enclosing
 // trace: their breaks are errors whatever the enclosing compile says.
 thread_local int inline_fullgraph = 0;
+// Frames of the program's own stack a logged or explained break shows.
+constexpr int kUserStackFrames = 6;
 
 // The user's line: that of the public call in progress (an in-place op
 // breaking inside it), else where the break was seen.
@@ -160,13 +163,14 @@ class Tracer : public DispatchMode {
     if (is_grad_enabled())
       for (const Tensor& t : inputs)
         if (written_.count(t.impl()) && t.requires_grad()) {
-          graph_break("a tensor that requires grad read with grad enabled after an in-place update under no_grad",
+          graph_break("a tensor that requires grad read with grad enabled after an in-place update under no_grad, "
+                      "by '" + op.name + "'",
                       SourceLocation());
           break;
         }
     for (const Tensor& t : inputs)
       if (reads_stale_memory(t, op)) {
-        graph_break("a view of a tensor written in this graph", SourceLocation());
+        graph_break("a view of a tensor written in this graph, by '" + op.name + "'", SourceLocation());
         break;
       }
     if (!out.empty()) {
@@ -408,17 +412,21 @@ class Tracer : public DispatchMode {
                             reason, loc);
     }
     bool first = false;
+    std::vector<std::string> stack;
     if (explaining_ || logs().graph_breaks) {
+      stack = user_stack(kUserStackFrames);
       std::lock_guard<std::mutex> lock(site_.mu);
       site_.explain.graph_break_count++;
       const BreakKind* k = break_kind(reason);
-      site_.explain.breaks.push_back({reason, loc, k ? k->explanation : "", k ? k->hint : ""});
+      site_.explain.breaks.push_back({reason, loc, k ? k->explanation : "", k ? k->hint : "", stack});
       first = site_.logged_breaks.insert(reason + " at " + loc).second;
     }
     if (logs().graph_breaks && first) {  // each distinct break once per compiled callable
       std::cerr << "[kiln.compile] graph break: " << reason << " at " << loc << "\n";
       if (const BreakKind* k = break_kind(reason))
         std::cerr << "  explanation: " << k->explanation << "\n  hint: " << k->hint << "\n";
+      std::cerr << "  user stack (innermost first; addr2line -Cfe MODULE OFFSET gives file:line):\n";
+      for (const std::string& f : stack) std::cerr << "    " << f << "\n";
     }
     flush();
   }
@@ -751,6 +759,7 @@ std::string ExplainOutput::to_string() const {
   for (size_t i = 0; i < breaks.size(); ++i) {
     os << "Break " << i + 1 << ": " << breaks[i].reason << " at " << breaks[i].location << "\n";
     if (!breaks[i].explanation.empty()) os << "  explanation: " << breaks[i].explanation << "\n  hint: " << breaks[i].hint << "\n";
+    for (const std::string& f : breaks[i].user_stack) os << "  from " << f << "\n";
   }
   for (size_t i = 0; i < graphs.size(); ++i) {
     const GraphInfo& g = graphs[i];

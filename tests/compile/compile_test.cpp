@@ -468,9 +468,16 @@ TEST_F(Compile, ReadsOfWrittenMemoryBreakTheGraphFirst) {
   p.copy_(saved);
   const auto e = compiler::explain(fn, x);
   ASSERT_EQ(e.graph_break_count, 3);
-  EXPECT_EQ(e.breaks[0].reason, "a view of a tensor written in this graph");
-  EXPECT_EQ(e.breaks[1].reason, "a view of a tensor written in this graph");
+  EXPECT_EQ(e.breaks[0].reason, "a view of a tensor written in this graph, by 'mul'");  // row * 2
+  EXPECT_EQ(e.breaks[1].reason, "a view of a tensor written in this graph, by 'select'");
   EXPECT_EQ(e.breaks[2].reason, "data_ptr()");
+  // Each break carries the program's frames: this test's, not kiln's.
+  for (const auto& b : e.breaks) {
+    ASSERT_FALSE(b.user_stack.empty()) << e.to_string();
+    EXPECT_NE(b.user_stack[0].find("kiln-tests+0x"), std::string::npos) << e.to_string();
+    for (const std::string& f : b.user_stack) EXPECT_EQ(f.find("libkiln"), std::string::npos) << f;
+  }
+  EXPECT_NE(e.to_string().find("  from "), std::string::npos) << e.to_string();
 }
 
 // AdamW's step is one graph under fullgraph from its first call, which
