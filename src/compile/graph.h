@@ -133,7 +133,10 @@ std::vector<Tensor> call_formula(const autograd::BackwardDef& def, const TracedN
 bool records_grad(const Trace& t);
 
 // Appends attrs to a structure key, without the random ops' seed and
-// offset (values of one call, which each trace carries itself).
+// offset (values of one call, which each trace carries itself). Integers
+// (and shape entries) follow kNumberMark, so that a key can be split into
+// its skeleton and its numbers (Note [Sizes in attributes]).
+constexpr char kNumberMark = '\x1f';
 void append_attrs(std::string& key, const Attrs& attrs);
 
 // One line per node, for KILN_LOGS=output_code.

@@ -19,7 +19,9 @@ void append_attrs(std::string& key, const Attrs& attrs) {
         [&](const auto& x) {
           using X = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<X, Shape>) {
-            for (int64_t d : x) key += std::to_string(d) + ",";
+            for (int64_t d : x) key.append(1, kNumberMark).append(std::to_string(d)).append(",");
+          } else if constexpr (std::is_same_v<X, int64_t>) {
+            key.append(1, kNumberMark).append(std::to_string(x));
           } else if constexpr (std::is_same_v<X, DType>) {
             key += dtype_name(x);
           } else if constexpr (std::is_same_v<X, std::string>) {

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <numeric>
+#include <optional>
 #include <sstream>
 #include <algorithm>
 #include <unordered_map>
@@ -106,6 +108,45 @@ const BreakKind* break_kind(const std::string& reason) {
   return nullptr;
 }
 
+// Note [Sizes in attributes]
+// Ops carry sizes computed by the program in their attributes (a reshape to
+// {B * T, C}), so the structure key of a graph changes with a dynamic dim
+// even where the graph does not. After automatic dynamic shapes made a dim
+// dynamic, the compile knows two observations of the graph: the last
+// compile's key and this one's. Their skeletons (the keys with every integer
+// attribute left out) being equal, each integer is fitted as (p * s + r) / q
+// of the size s of the dim that changed (p = 0: a constant; q > 1 where the
+// graph reads B * T and an attribute holds T); the plan is then
+// kept as a symbolic entry, which later traces with the same skeleton hit
+// when each of their integers is its expression of their own s. Plans run
+// against the current trace's attributes and sizes, and generated loops
+// check the sizes they are given, so the plan holds at every s, unless it
+// folded constants (a factory's values at one size: no entry) or was built
+// where a fitted value equalled a constant one or the dim a static input dim
+// (an equality the passes may have used: no entry).
+struct SymbolicEntry {
+  std::vector<int64_t> p, r, q;  // per integer of the skeleton: (p * s + r) / q, exactly
+  size_t slot, dim;           // s: this dim of this input
+  std::shared_ptr<const Plan> plan;
+};
+// The skeleton of a structure key, and its integers in order.
+void split_numbers(const std::string& key, std::string* skeleton, std::vector<int64_t>* numbers) {
+  skeleton->clear();
+  numbers->clear();
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (key[i] != kNumberMark) {
+      skeleton->push_back(key[i]);
+      continue;
+    }
+    size_t end = i + 1;
+    if (end < key.size() && key[end] == '-') ++end;
+    while (end < key.size() && key[end] >= '0' && key[end] <= '9') ++end;
+    numbers->push_back(std::stoll(key.substr(i + 1, end - i - 1)));
+    skeleton->push_back('#');
+    i = end - 1;
+  }
+}
+
 class CallSite {
  public:
   explicit CallSite(CompileOptions o) : options(std::move(o)) {}
@@ -115,6 +156,10 @@ class CallSite {
   std::unordered_map<int, int> keys_per_graph;
   std::unordered_map<int, std::vector<InputGuard>> guards;  // per graph index: the last compile's inputs
   std::unordered_map<int, std::vector<uint64_t>> automatic_dynamic;  // per graph index, per input: dims made dynamic
+  // Note [Sizes in attributes]: entries by skeleton and dynamic inputs key;
+  // per graph index, the last compile's skeleton and integers.
+  std::unordered_map<std::string, std::vector<SymbolicEntry>> symbolic;
+  std::unordered_map<int, std::pair<std::string, std::vector<int64_t>>> last_numbers;
   std::unordered_set<std::string> logged_breaks;            // "reason at location", each logged once
   int recompiles = 0;
   bool gave_up = false;  // past the recompile limit: runs eagerly
@@ -559,6 +604,78 @@ class Tracer : public DispatchMode {
     return marked;
   }
 
+  // Note [Sizes in attributes]: the plan of a symbolic entry this trace's
+  // integers fit, if any. (Under site_.mu.)
+  std::shared_ptr<const Plan> symbolic_hit(const std::string& inputs) const {
+    if (site_.symbolic.empty()) return nullptr;
+    std::string skeleton;
+    std::vector<int64_t> numbers;
+    split_numbers(key_, &skeleton, &numbers);
+    const auto it = site_.symbolic.find(skeleton + inputs);
+    if (it == site_.symbolic.end()) return nullptr;
+    for (const SymbolicEntry& e : it->second) {
+      if (e.slot >= trace_.externals.size() || e.dim >= trace_.externals[e.slot].impl()->sizes.size()) continue;
+      const int64_t s = trace_.externals[e.slot].impl()->sizes[e.dim];
+      bool fits = numbers.size() == e.p.size();
+      for (size_t i = 0; fits && i < numbers.size(); ++i) fits = numbers[i] * e.q[i] == e.p[i] * s + e.r[i];
+      if (fits) return e.plan;
+    }
+    return nullptr;
+  }
+  // After a compile (under site_.mu, before the guards are replaced): a
+  // symbolic entry for the plan when the last compile of this graph and
+  // this one fit, and this one's integers for the next compile.
+  void remember_numbers(const std::shared_ptr<const Plan>& plan, const std::string& inputs, bool any_dynamic) {
+    std::string skeleton;
+    std::vector<int64_t> numbers;
+    split_numbers(key_, &skeleton, &numbers);
+    auto& last = site_.last_numbers[graph_index_];
+    const auto was = site_.guards.find(graph_index_);
+    if (any_dynamic && plan->constants.empty() && was != site_.guards.end() && last.first == skeleton)
+      if (std::optional<SymbolicEntry> e = fit(was->second, last.second, numbers)) {
+        e->plan = plan;
+        site_.symbolic[skeleton + inputs].push_back(std::move(*e));
+      }
+    last = {std::move(skeleton), std::move(numbers)};
+  }
+  // The integers a (at the last compile's sizes) and b (now) as
+  // (p * s + r) / q of the one size s that changed between them.
+  std::optional<SymbolicEntry> fit(const std::vector<InputGuard>& was, const std::vector<int64_t>& a,
+                                   const std::vector<int64_t>& b) const {
+    if (was.size() != trace_.externals.size() || a.size() != b.size()) return std::nullopt;
+    SymbolicEntry e{};
+    int64_t s0 = 0, s1 = 0;
+    std::vector<int64_t> static_sizes, constants, fitted;
+    for (size_t i = 0; i < was.size(); ++i) {
+      const Shape& now = trace_.externals[i].impl()->sizes;
+      if (was[i].sizes.size() != now.size()) return std::nullopt;
+      for (size_t d = 0; d < now.size(); ++d) {
+        if (was[i].sizes[d] == now[d]) {
+          static_sizes.push_back(now[d]);
+        } else if (s1 == 0) {
+          s0 = was[i].sizes[d], s1 = now[d], e.slot = i, e.dim = d;
+        } else if (was[i].sizes[d] != s0 || now[d] != s1) {
+          return std::nullopt;  // two sizes changed
+        }
+      }
+    }
+    if (s0 <= 1 || s1 <= 1) return std::nullopt;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t g = std::gcd(b[i] - a[i], s1 - s0);  // > 0: s1 != s0
+      int64_t p = (b[i] - a[i]) / g, q = (s1 - s0) / g;
+      if (q < 0) p = -p, q = -q;
+      e.p.push_back(p);
+      e.q.push_back(q);
+      e.r.push_back(a[i] * q - p * s0);
+      (p == 0 ? constants : fitted).push_back(b[i]);
+    }
+    auto among = [](const std::vector<int64_t>& xs, int64_t v) { return std::find(xs.begin(), xs.end(), v) != xs.end(); };
+    if (among(static_sizes, s1) || among(constants, s1)) return std::nullopt;
+    for (int64_t v : fitted)
+      if (among(static_sizes, v) || among(constants, v)) return std::nullopt;
+    return e;
+  }
+
   // The guards of the graph traced now.
   std::vector<InputGuard> input_guards() const {
     std::vector<InputGuard> g;
@@ -603,19 +720,23 @@ class Tracer : public DispatchMode {
     bool any_dynamic = false;
     // A graph compiled for these exact sizes first, then one with the dims
     // automatic dynamic shapes left out (PyTorch keeps both entries too).
-    std::string key = key_ + inputs_key(&any_dynamic, false);
+    std::string key = key_ + inputs_key(&any_dynamic, false), inputs;
     {
       std::lock_guard<std::mutex> lock(site_.mu);
       if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
-      key = key_ + inputs_key(&any_dynamic);
+      inputs = inputs_key(&any_dynamic);
+      key = key_ + inputs;
       if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
+      if (auto plan = symbolic_hit(inputs)) return plan;
       if (site_.keys_per_graph[graph_index_] > 0) {
         const std::vector<InputGuard>& was = site_.guards[graph_index_];
         reason = recompile_reason(was, input_guards());
         if (mark_changed_dims(was)) {  // the graph again, with those dims dynamic
-          key = key_ + inputs_key(&any_dynamic);
+          inputs = inputs_key(&any_dynamic);
+          key = key_ + inputs;
           reason += " (the dim is dynamic from now on)";
           if (auto it = site_.cache.find(key); it != site_.cache.end()) return it->second;
+          if (auto plan = symbolic_hit(inputs)) return plan;
         }
         const Stance st = stance.load();
         if (st == Stance::FailOnRecompile)
@@ -648,6 +769,7 @@ class Tracer : public DispatchMode {
         std::cerr << "[kiln.compile] backward of graph " << graph_index_ << " replayed op by op: " << plan->backward_note << "\n";
     }
     std::lock_guard<std::mutex> lock(site_.mu);
+    remember_numbers(plan, inputs, any_dynamic);
     site_.guards[graph_index_] = input_guards();
     if (site_.keys_per_graph[graph_index_]++ > 0) {
       site_.recompiles++;

@@ -240,6 +240,43 @@ TEST_F(Compile, OutputsAreNotMergedWithValuesAGradientSaved) {
   }
 }
 
+// Note [Sizes in attributes]: sequence lengths through reshapes whose
+// attributes carry B * T compile twice (the second compile makes T dynamic
+// and fits the attributes as functions of it), then every length hits.
+TEST_F(Compile, SizesInAttributesFollowADynamicDim) {
+  manual_seed(2415);
+  const Tensor w = randn({8, 16}), b = randn({16});
+  auto fn = [&](const Tensor& x) {
+    const int64_t B = x.size(0), T = x.size(1);
+    const Tensor h = gelu(matmul(x.reshape({B * T, 8}), w) + b);
+    return h.reshape({B, T, 16}).sum({1}) / static_cast<double>(16);  // a constant, not T
+  };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    for (int64_t t : {5, 7, 9, 6, 7, 12}) {
+      const Tensor x = randn({4, t, 8});
+      expect_same(f(x), fn(x), std::string(be) + " T = " + std::to_string(t), 1e-4);
+    }
+    EXPECT_EQ(f.recompiles(), 1) << be;
+  }
+  // A size the program bakes into a value (arange(T)) is folded to a
+  // constant of one size: that plan stays for its own size only.
+  auto positions = [](const Tensor& x) { return x + arange(0, static_cast<double>(x.size(1))).to(kFloat32); };
+  auto g = compile(positions);
+  for (int64_t t : {5, 7, 9, 6}) {
+    const Tensor x = randn({3, t});
+    expect_same(g(x), positions(x), "x + arange(T), T = " + std::to_string(t));
+  }
+  // Where the new length equals a constant size (T = 8 = x's last dim) the
+  // passes may have relied on it: no symbolic entry is made, and the results
+  // stay right at every length.
+  auto h = compile(fn);
+  for (int64_t t : {5, 8, 9, 6}) {
+    const Tensor x = randn({2, t, 8});
+    expect_same(h(x), fn(x), "T = " + std::to_string(t) + " after T = 8", 1e-4);
+  }
+}
+
 TEST_F(Compile, RecompileReasonsNameTheFailedGuard) {
   auto fn = [](const Tensor& x, const Tensor& y) { return x * 2.0 + y; };
   auto f = compile(fn);
