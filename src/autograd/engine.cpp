@@ -150,6 +150,22 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const s
 }
 
 // The node of record_function: a user backward over captured state.
+// Note [Backwards that run outside autograd]
+// A record_function backward (a kernel's, a compiled graph's) computes its
+// gradients without recording them. Under create_graph those gradients would
+// look constant, and a gradient penalty built on them would silently lose
+// its second-order terms. As PyTorch's once_differentiable functions do,
+// they get a node that raises when a second backward reaches it.
+struct NotDifferentiableTwice final : Node {
+  std::string fn_name;
+  std::string name() const override { return fn_name + "_backward_backward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>) override {
+    fail("backward", "the backward of '", fn_name, "' computes its gradients outside autograd (a kernel or a ",
+         "compiled graph), so they cannot be differentiated again (create_graph=true); compute this part's ",
+         "higher-order gradients eagerly, with differentiable ops");
+  }
+};
+
 struct FunctionNode final : Node {
   std::string fn_name;
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> backward;
@@ -164,7 +180,31 @@ struct FunctionNode final : Node {
     std::vector<Tensor> res;
     for (size_t i = 0; i < gin.size(); ++i)
       if (needs_grad[i]) res.push_back(gin[i]);
+    if (is_grad_enabled()) guard_second_backward(res);
     return res;
+  }
+
+ private:
+  // Under create_graph: gradients without history get a node that raises
+  // (Note [Backwards that run outside autograd]).
+  void guard_second_backward(std::vector<Tensor>& res) const {
+    std::shared_ptr<NotDifferentiableTwice> guard;
+    for (Tensor& g : res) {
+      if (!g.defined() || !is_floating(g.dtype()) || g.requires_grad()) continue;
+      if (!guard) {
+        guard = std::make_shared<NotDifferentiableTwice>();
+        guard->fn_name = fn_name;
+        guard->next_edges = next_edges;
+      }
+      auto impl = std::make_shared<TensorImpl>(*g.impl());
+      impl->autograd = std::make_shared<AutogradMeta>();
+      impl->autograd->requires_grad = true;
+      impl->autograd->grad_fn = guard;
+      impl->autograd->output_nr = static_cast<uint32_t>(guard->output_meta.size());
+      guard->output_meta.emplace_back(g.sizes(), g.dtype());
+      guard->output_hooks.emplace_back();
+      g = Tensor(std::move(impl));
+    }
   }
   void release_saved() override { backward = nullptr; }
 };

@@ -3,7 +3,7 @@
 // inputs that require grad, the compiled backward is recorded as one
 // autograd node; without one, the nodes go through the dispatcher so that
 // autograd records each.
-#include <unordered_set>
+#include <algorithm>
 
 #include "graph.h"
 #include "kiln/autograd.h"
@@ -84,14 +84,23 @@ void execute(const Plan& plan, Trace& t) {
   for (const TracedNode& n : t.nodes)
     for (int o : n.outputs) is_view[o] = n.op->kind == OpKind::View;
   std::vector<Tensor> handed(t.num_values());
-  std::unordered_set<const TensorImpl*> seen;
+  // Values handed out as a tensor an earlier live value already is (by
+  // sorting, not a hash set: this runs on every call).
+  std::vector<std::pair<const TensorImpl*, int>> by_impl;
+  for (int v = 0; v < t.num_values(); ++v)
+    if (t.live[v]) {
+      handed[v] = vals[plan.rep[v]];
+      by_impl.emplace_back(handed[v].impl(), v);
+    }
+  std::sort(by_impl.begin(), by_impl.end());
+  std::vector<bool> again(t.num_values(), false);
+  for (size_t i = 1; i < by_impl.size(); ++i) again[by_impl[i].second] = by_impl[i].first == by_impl[i - 1].first;
   for (int v = 0; v < t.num_values(); ++v) {
     if (!t.live[v]) continue;
-    handed[v] = vals[plan.rep[v]];
     // A folded constant belongs to the cached plan: the program gets a copy.
     // Replayed through autograd, the copy carries the value's history (the
     // graph may be running inside a no_grad region, at a break).
-    if ((!seen.insert(handed[v].impl()).second && !is_view[v]) || is_constant(plan, plan.rep[v])) {
+    if ((again[v] && !is_view[v]) || is_constant(plan, plan.rep[v])) {
       EnableGradGuard history;
       handed[v] = handed[v].clone();
     }

@@ -1,7 +1,8 @@
 // Graph passes of kiln::compile: common-subexpression elimination and
 // dead-code elimination, decided from the graph's structure only (so a plan
 // is valid for every trace with the same structure key).
-#include <cstdio>
+#include <cstdint>
+#include <cstring>
 #include <unordered_map>
 
 #include "graph.h"
@@ -27,9 +28,12 @@ void append_attrs(std::string& key, const Attrs& attrs) {
           } else if constexpr (std::is_same_v<X, std::string>) {
             key += x;
           } else if constexpr (std::is_same_v<X, double>) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%a", x);
-            key += buf;
+            // The bit pattern in hex: exact, and no printf on every traced op.
+            uint64_t bits;
+            std::memcpy(&bits, &x, sizeof bits);
+            char buf[16];
+            for (int i = 15; i >= 0; --i, bits >>= 4) buf[i] = "0123456789abcdef"[bits & 15];
+            key.append(buf, sizeof buf);
           } else {
             key += std::to_string(x);
           }

@@ -807,7 +807,8 @@ class Tracer : public DispatchMode {
   }
   // The structure key starts with the graph's index at its call site.
   void begin_key() {
-    key_ = std::to_string(graph_index_);
+    key_.clear();  // keeps its capacity: the key is rebuilt on every call
+    key_ += std::to_string(graph_index_);
     key_ += '|';
   }
 

@@ -228,5 +228,30 @@ TEST(Autograd, CreateGraphGivesGradientsWithHistory) {
   expect_close(pg, want_pg, 1e-10, 1e-12, "gradient penalty");
 }
 
+// Note [Backwards that run outside autograd]: a record_function backward
+// (here a kernel's) under create_graph gives the right first-order gradient,
+// and a second backward through it raises instead of treating the gradient
+// as a constant (a gradient penalty silently without its second-order part).
+TEST(Autograd, SecondBackwardThroughABackwardOutsideAutogradRaises) {
+  manual_seed(2441);
+  const Tensor x = randn({4}, kFloat64).requires_grad_();
+  auto cube = [](const Tensor& t) {
+    const Tensor y = (t.detach() * t.detach() * t.detach()).clone();
+    autograd::record_function("cube", {t}, {y}, [saved = t.detach()](const std::vector<Tensor>& g) {
+      NoGradGuard no_grad;  // as a kernel would
+      return std::vector<Tensor>{g[0] * 3.0 * saved * saved};
+    });
+    return y;
+  };
+  const Tensor g = autograd::grad({cube(x).sum()}, {x}, {}, false, false, /*create_graph=*/true)[0];
+  ASSERT_TRUE(g.requires_grad());
+  expect_close(g, values(x.detach() * x.detach() * 3.0), 1e-12, 1e-12, "first order");
+  expect_error([&] { autograd::grad({g.sum()}, {x}); }, {"[backward]", "'cube'", "outside autograd", "create_graph"});
+  expect_error([&] { (square(g).sum() + x.sum()).backward(); }, {"[backward]", "'cube'"});
+  // Without create_graph nothing changes.
+  const Tensor g1 = autograd::grad({cube(x).sum()}, {x})[0];
+  EXPECT_FALSE(g1.requires_grad());
+}
+
 }  // namespace
 }  // namespace kiln::test

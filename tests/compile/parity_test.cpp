@@ -277,6 +277,22 @@ TEST_F(Compile, SizesInAttributesFollowADynamicDim) {
   }
 }
 
+// create_graph through a compiled function: the first-order gradient is
+// eager's, and a second backward through the compiled graph raises (PyTorch:
+// "torch.compile with aot_autograd does not currently support double
+// backward") instead of dropping the second-order terms.
+TEST_F(Compile, DoubleBackwardThroughACompiledGraphRaises) {
+  auto fn = [](const Tensor& x) { return (x * x * x).sum(); };
+  auto f = compile(fn);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor x = randn({4}).requires_grad_();
+    const Tensor g = autograd::grad({f(x)}, {x}, {}, false, false, /*create_graph=*/true)[0];
+    ASSERT_TRUE(g.requires_grad());
+    expect_same(g, x.detach() * x.detach() * 3.0, "first order", 1e-5);
+    expect_error([&] { autograd::grad({g.sum()}, {x}); }, {"[backward]", "compiled_graph", "create_graph"});
+  }
+}
+
 TEST_F(Compile, RecompileReasonsNameTheFailedGuard) {
   auto fn = [](const Tensor& x, const Tensor& y) { return x * 2.0 + y; };
   auto f = compile(fn);
