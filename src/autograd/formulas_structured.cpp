@@ -28,15 +28,17 @@ Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
 // Gradients of a and b in a @ b (bmm_broadcast, and bmm_bias's first two).
 Grads bmm_grads(const Ctx& c) {
   const Tensor& g = g0(c);
-  const Tensor& b = c.inputs[1];
   // A column-major b (linear's weight.t()) gets its gradient in its own
   // layout, (g^T a)^T, so the weight's gradient arrives contiguous and
-  // is not copied again when it is accumulated.
-  const bool b_columns = b.dim() >= 2 && b.stride(-2) == 1 && b.stride(-1) != 1;
+  // is not copied again when it is accumulated. (Its layout from the
+  // metadata: b itself is read only for a's gradient.)
+  const TensorMeta& b = c.input_meta[1];
+  const size_t nb = b.strides.size();
+  const bool b_columns = nb >= 2 && b.strides[nb - 2] == 1 && b.strides[nb - 1] != 1;
   Tensor gb;
   if (c.needs_input_grad[1])
     gb = b_columns ? transpose_last(matmul(transpose_last(g), c.inputs[0])) : matmul(transpose_last(c.inputs[0]), g);
-  return {c.needs_input_grad[0] ? matmul(g, transpose_last(b)) : Tensor(), gb};
+  return {c.needs_input_grad[0] ? matmul(g, transpose_last(c.inputs[1])) : Tensor(), gb};
 }
 
 const struct Register {

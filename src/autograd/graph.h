@@ -57,6 +57,8 @@ struct SavedTensor {
   Tensor tensor;  // an alias without autograd history (no reference cycles)
   uint64_t version = 0;
   Tensor unpack(const std::string& op) const;
+  // Modified in place since it was saved (unpack would raise).
+  bool stale() const { return tensor.defined() && tensor.version() != version; }
 };
 // keep_history: an op's saved input keeps its autograd history, so a
 // backward with create_graph differentiates through it (no cycle: an

@@ -30,10 +30,22 @@ struct OpNode final : Node, std::enable_shared_from_this<OpNode> {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     check(!released, "backward", "trying to backward through the graph a second time (or directly access saved "
           "tensors after they have already been freed); specify retain_graph=true on the first backward");
+    // Note [Saved values the formula does not read]
+    // Every input is saved (a formula may read any), where PyTorch saves
+    // those the gradients wanted read: a product's factor whose own
+    // gradient is not needed may be written in place after the op. A saved
+    // value written since is handed to the formula undefined; only if the
+    // formula then fails (it read it) is the write an error.
+    const autograd::SavedTensor* stale = nullptr;
+    auto unpack = [&](const autograd::SavedTensor& s) {
+      if (!s.stale()) return s.unpack(op->name);
+      stale = &s;
+      return Tensor();
+    };
     std::vector<Tensor> in, out;
-    for (const auto& s : saved_inputs) in.push_back(s.unpack(op->name));
+    for (const auto& s : saved_inputs) in.push_back(unpack(s));
     for (size_t i = 0; i < saved_outputs.size(); ++i) {
-      out.push_back(saved_outputs[i].unpack(op->name));
+      out.push_back(unpack(saved_outputs[i]));
       // Saved without history (it would point back at this node: a cycle);
       // under create_graph an alias gets this node as its grad_fn again.
       if (is_grad_enabled() && out.back().defined() && is_floating(out.back().dtype())) {
@@ -46,7 +58,13 @@ struct OpNode final : Node, std::enable_shared_from_this<OpNode> {
       }
     }
     autograd::BackwardContext ctx{in, out, input_meta, attrs, grads, needs_grad};
-    std::vector<Tensor> gin = fn(ctx);
+    std::vector<Tensor> gin;
+    try {
+      gin = fn(ctx);
+    } catch (const Error&) {
+      if (stale) stale->unpack(op->name);  // raises the in-place error, the cause
+      throw;
+    }
     check(gin.size() == needs_grad.size(), "backward", "formula of '", op->name, "' returned ", gin.size(),
           " gradients for ", needs_grad.size(), " inputs");
     // Keep only the inputs that have edges, in order.

@@ -228,6 +228,32 @@ TEST(Autograd, CreateGraphGivesGradientsWithHistory) {
   expect_close(pg, want_pg, 1e-10, 1e-12, "gradient penalty");
 }
 
+// Note [Saved values the formula does not read]: as in PyTorch, writing in
+// place to an operand only the other operand's gradient would read is fine
+// when that gradient is not needed; when it is, the write is an error.
+TEST(Autograd, AWriteToASavedOperandOnlyAnUnneededGradientReadsIsFine) {
+  manual_seed(2442);
+  const Tensor x = randn({3, 4}, kFloat64).requires_grad_(), w = randn({4, 2}, kFloat64);
+  for (const bool matmul_op : {true, false}) {
+    Tensor a = x * 1.0;  // a non-leaf that requires grad
+    const Tensor y = matmul_op ? matmul(a, w) : a * w.sum();
+    {
+      NoGradGuard g;
+      a.mul_(2.0);  // y's gradient for a needs w only
+    }
+    y.sum().backward();
+    const Tensor want = matmul_op ? matmul(ones({3, 2}, kFloat64), w.t()) : full({3, 4}, w.sum().item<double>(), kFloat64);
+    expect_close(x.grad(), values(want), 1e-12, 1e-12, matmul_op ? "a @ w" : "a * s");
+    x.set_grad(Tensor());
+  }
+  // The other way round the written operand is read: an error naming it.
+  const Tensor v = randn({4, 2}, kFloat64).requires_grad_();
+  Tensor b = x.detach() * 1.0;
+  const Tensor y = matmul(b, v);
+  b.mul_(2.0);
+  expect_error([&] { y.sum().backward(); }, {"[backward]", "modified by an inplace operation", "bmm_broadcast"});
+}
+
 // Note [Backwards that run outside autograd]: a record_function backward
 // (here a kernel's) under create_graph gives the right first-order gradient,
 // and a second backward through it raises instead of treating the gradient
