@@ -34,6 +34,17 @@ namespace kiln::compiler::detail {
 
 using FusedFn = void (*)(const float* const* in, const float* scalars, float* const* out, int64_t lo, int64_t hi);
 
+// A loaded shared object, closed when the last plan using it goes: a
+// process compiling graphs for long (a tester, a server with changing
+// shapes) would otherwise run out of memory mappings (vm.max_map_count).
+struct SharedObject {
+  void* handle;
+  explicit SharedObject(void* h) : handle(h) {}
+  ~SharedObject() { ::dlclose(handle); }
+  SharedObject(const SharedObject&) = delete;
+  SharedObject& operator=(const SharedObject&) = delete;
+};
+
 struct FusedKernel {
   std::vector<int> nodes;    // in order; run one by one when the loop cannot be used
   std::vector<int> inputs;   // tensor inputs
@@ -62,6 +73,7 @@ struct FusedKernel {
   std::vector<int> col_sums;  // outputs (indices) that are ColSums: out[] holds the chunks' partial rows
   std::string symbol;
   FusedFn fn = nullptr;
+  std::shared_ptr<SharedObject> library;  // holds fn's code loaded
 };
 
 namespace {
@@ -315,15 +327,15 @@ void make_dirs(const std::string& path) {
 
 std::atomic<int64_t> compiler_run_count{0}, fused_run_count{0};
 
-// Loaded shared objects by cache file, kept open for the process's life.
+// Loaded shared objects by cache file, while some plan uses them.
 std::mutex so_mu;
-std::map<std::string, void*>& loaded() {
-  static std::map<std::string, void*> m;
+std::map<std::string, std::weak_ptr<SharedObject>>& loaded() {
+  static std::map<std::string, std::weak_ptr<SharedObject>> m;
   return m;
 }
 
 // The shared object for `source`, from the disk cache or compiled now.
-void* load_or_build(const std::string& source, std::string* warning) {
+std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::string* warning) {
   const char* cxx_env = std::getenv("KILN_CXX");
   const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
   // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
@@ -335,7 +347,8 @@ void* load_or_build(const std::string& source, std::string* warning) {
   std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags));
   const std::string dir = cache_dir(), so = dir + "/" + hash + ".so";
   std::lock_guard<std::mutex> lock(so_mu);
-  if (auto it = loaded().find(so); it != loaded().end()) return it->second;
+  if (auto it = loaded().find(so); it != loaded().end())
+    if (std::shared_ptr<SharedObject> open = it->second.lock()) return open;
   if (::access(so.c_str(), R_OK) != 0) {
     make_dirs(dir);
     const std::string tmp = dir + "/" + hash + "." + std::to_string(::getpid()) + ".tmp";
@@ -362,8 +375,10 @@ void* load_or_build(const std::string& source, std::string* warning) {
     *warning = std::string("cannot load ") + so + ": " + ::dlerror() + "; running the graph with the interpreter";
     return nullptr;
   }
-  loaded().emplace(so, h);
-  return h;
+  auto opened = std::make_shared<SharedObject>(h);
+  std::erase_if(loaded(), [](const auto& entry) { return entry.second.expired(); });
+  loaded()[so] = opened;
+  return opened;
 }
 
 }  // namespace
@@ -862,10 +877,11 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     kernels.push_back(k);
   }
   plan.source = src.str();
-  void* so = load_or_build(plan.source, warning);
+  const std::shared_ptr<SharedObject> so = load_or_build(plan.source, warning);
   if (!so) return;
   for (auto& k : kernels) {
-    k->fn = reinterpret_cast<FusedFn>(::dlsym(so, k->symbol.c_str()));
+    k->library = so;
+    k->fn = reinterpret_cast<FusedFn>(::dlsym(so->handle, k->symbol.c_str()));
     if (!k->fn) {
       *warning = "generated code lacks " + k->symbol + "; running the graph with the interpreter";
       return;

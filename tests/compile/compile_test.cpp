@@ -4,11 +4,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "kiln/compile.h"
 #include "kiln/kiln.h"
 #include "kiln/profiler.h"
+
 #include "compile/compile_util.h"
 
 namespace kiln::test {
@@ -699,6 +703,36 @@ TEST_F(Compile, CommonSubexpressionsStayDistinctTensors) {
   expect_same(r[0], exp(x) + 1.0, "a");
   r[0].add_(1.0);  // must not change b
   expect_same(r[1], exp(x) + 1.0, "b");
+}
+
+// Generated loops are unloaded with the last plan using them: compiling
+// many distinct graphs does not use up the process's memory mappings.
+TEST_F(Compile, GeneratedCodeIsUnloadedWithItsLastPlan) {
+  auto mappings = [] {
+    std::ifstream maps("/proc/self/maps");
+    return std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n');
+  };
+  auto cached_objects = [&] {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    int n = 0;
+    while (std::getline(maps, line)) n += line.find(cache_dir_) != std::string::npos;
+    return n;
+  };
+  const Tensor x = randn({64});
+  const auto before = mappings();
+  for (int ops = 1; ops <= 10; ++ops) {  // ten distinct graphs, ten shared objects
+    auto chain = [ops](const Tensor& t) {
+      Tensor y = t;
+      for (int i = 0; i < ops; ++i) y = relu(y * 2.0 - 1.0);
+      return y;
+    };
+    auto f = compile(chain);
+    expect_same(f(x), chain(x), std::to_string(ops) + " ops");
+    EXPECT_GT(cached_objects(), 0) << "the loop is loaded while its plan lives";
+  }
+  EXPECT_EQ(cached_objects(), 0) << "every generated object is closed";
+  EXPECT_LT(mappings() - before, 10) << "mappings grew by " << mappings() - before;
 }
 
 TEST_F(Compile, DiskCacheServesASecondProcess) {

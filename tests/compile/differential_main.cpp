@@ -38,10 +38,8 @@ int main(int argc, char** argv) {
   setenv("KILN_CACHE_DIR", dir, 1);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  // Programs run in child processes of kBatch each: a process keeps every
-  // generated loop it loaded, and some 10,000 of them exhaust the kernel's
-  // memory mappings (vm.max_map_count), after which the compiler cannot be
-  // started. Each child reports its counts through a pipe.
+  // Programs run in child processes of kBatch each, so that a crash loses
+  // one batch and names it. Each child reports its counts through a pipe.
   constexpr uint64_t kBatch = 1000;
   struct Counts {
     uint64_t ran = 0, failed = 0;
