@@ -30,6 +30,7 @@
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/ops.h"
+#include "pointer_map.h"
 #include "user_stack.h"
 
 namespace kiln::compiler {
@@ -235,7 +236,7 @@ class Tracer : public DispatchMode {
       return dispatch(op, inputs, attrs, out);
     }
     bool any_pending = false;
-    for (const Tensor& t : inputs) any_pending = any_pending || pending_.count(t.impl());
+    for (const Tensor& t : inputs) any_pending = any_pending || pending_.contains(t.impl());
     if (op.kind == OpKind::View && !any_pending) return dispatch(op, inputs, attrs);  // a view of real data is real
     // The shape function (or run_kernel for a view) may need a concrete
     // value and break; value ids are taken only after it.
@@ -243,11 +244,12 @@ class Tracer : public DispatchMode {
     if (op.kind == OpKind::View) {
       outs = run_kernel(op, inputs, attrs);
       for (const Tensor& t : inputs)  // its memory now has another handle: Note [Writes to pending tensors]
-        if (pending_.count(t.impl())) viewed_.insert(t.impl()->storage.get());
+        if (pending_.contains(t.impl())) viewed_.insert(t.impl()->storage.get());
     } else {
-      const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+      std::vector<TensorMeta> metas = op.shape(inputs, attrs);
       const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
-      for (const TensorMeta& m : metas) outs.push_back(empty(m.sizes, m.dtype));
+      outs.reserve(metas.size());
+      for (TensorMeta& m : metas) outs.push_back(empty(std::move(m.sizes), m.dtype));
     }
     record(op, inputs, attrs, outs);
     return outs;
@@ -257,6 +259,8 @@ class Tracer : public DispatchMode {
   // value id of the first.
   int record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, const std::vector<Tensor>& outs) {
     TracedNode node{&op, attrs, {}, {}, is_grad_enabled()};
+    node.inputs.reserve(inputs.size());
+    node.outputs.reserve(outs.size());
     key_ += op.name;
     key_ += '(';
     for (const Tensor& t : inputs) {
@@ -270,7 +274,7 @@ class Tracer : public DispatchMode {
     for (const Tensor& o : outs) {
       node.outputs.push_back(trace_.add_output(o));
       value_grad_.push_back(grad);
-      pending_.emplace(o.impl(), node.outputs.back());
+      pending_.add(o.impl(), node.outputs.back());
       // What eager would say of it (the graph's run gives it its history).
       if (grad && is_floating(o.dtype())) autograd::meta(o).requires_grad = true;
     }
@@ -304,7 +308,7 @@ class Tracer : public DispatchMode {
     if (out.size() != 1 || is_grad_enabled() || op.kind != OpKind::Compute) return false;
     const Tensor& dst = out[0];
     const TensorImpl* d = dst.impl();
-    if (pending_.count(d) || d->is_view) return false;
+    if (pending_.contains(d) || d->is_view) return false;
     if (mutated_.count(d->storage.get()) && !written_.count(d)) return false;
     const Tensor pending = functional_result(op, inputs, attrs, *d);
     if (!pending.defined()) return false;
@@ -316,13 +320,13 @@ class Tracer : public DispatchMode {
                            [d](const Trace::Writeback& w) { return w.dst.impl() == d; });
     int over = -1;
     if (it != trace_.writebacks.end()) over = it->over;
-    else if (const auto read = ext_.find(d); read != ext_.end() && trace_.value_ext[read->second] >= 0) over = read->second;
+    else if (const int* read = ext_.find(d); read && trace_.value_ext[*read] >= 0) over = *read;
     // Not in place when the graph read dst's memory through another tensor
     // too (a view taken eagerly): a loop may read that one after the write.
     if (over >= 0 && it == trace_.writebacks.end())
       for (const Tensor& e : trace_.externals)
         if (e.impl() != d && e.impl()->storage == d->storage) over = -1;
-    ext_[d] = v;  // later reads of dst
+    ext_.set(d, v);  // later reads of dst
     written_.insert(d);
     mutated_.insert(d->storage.get());
     if (it == trace_.writebacks.end()) trace_.writebacks.push_back({dst, v, over});
@@ -342,15 +346,15 @@ class Tracer : public DispatchMode {
                              std::span<const Tensor> out) {
     if (out.size() != 1 || is_grad_enabled() || op.kind != OpKind::Compute) return false;
     const TensorImpl* d = out[0].impl();
-    const auto it = pending_.find(d);
-    if (it == pending_.end() || d->is_view || viewed_.count(d->storage.get()) || value_grad_[it->second]) return false;
-    const int old_value = it->second;
+    const int* it = pending_.find(d);
+    if (!it || d->is_view || viewed_.count(d->storage.get()) || value_grad_[*it]) return false;
+    const int old_value = *it;
     const Tensor placeholder = functional_result(op, inputs, attrs, *d);
     if (!placeholder.defined()) return false;
     const int new_value = record(op, inputs, attrs, {placeholder});
     std::swap(trace_.values[old_value], trace_.values[new_value]);
-    pending_[d] = new_value;
-    pending_[placeholder.impl()] = old_value;
+    pending_.set(d, new_value);
+    pending_.set(placeholder.impl(), old_value);
     return true;
   }
 
@@ -373,9 +377,9 @@ class Tracer : public DispatchMode {
     return tr && !tr->executing_ && tr->backward_in_trace(root, gradient);
   }
   bool backward_in_trace(const Tensor& root, const Tensor& gradient) {
-    const auto found = pending_.find(root.impl());
-    if (found == pending_.end()) return false;
-    const int r = found->second;
+    const int* found = pending_.find(root.impl());
+    if (!found) return false;
+    const int r = *found;
     check(value_grad_[r], "backward", "element 0 of tensors does not require grad and does not have a grad_fn");
     const int nv = trace_.num_values();  // values from here on are the backward's
     for (const TracedNode& node : trace_.nodes)
@@ -430,8 +434,8 @@ class Tracer : public DispatchMode {
         Tensor h = hook(g);
         if (h.defined()) g = h;
       }
-      const auto id = pending_.find(g.impl());
-      const bool fresh = id != pending_.end() && id->second >= nv && taken.insert(g.impl()).second;
+      const int* id = pending_.find(g.impl());
+      const bool fresh = id && *id >= nv && taken.insert(g.impl()).second;
       if (!x.grad().defined()) x.set_grad(fresh ? g : g.clone());
       else x.grad().add_(g);
     }
@@ -527,17 +531,17 @@ class Tracer : public DispatchMode {
 
   static void hook(const TensorImpl* t, const char* what, const SourceLocation& where) {
     Tracer* tr = current;
-    if (tr && !tr->executing_ && (tr->pending_.count(t) || (t->storage && tr->mutated_.count(t->storage.get()))))
+    if (tr && !tr->executing_ && (tr->pending_.contains(t) || (t->storage && tr->mutated_.count(t->storage.get()))))
       tr->graph_break(what, where);
   }
 
  private:
   int value_of(const Tensor& t) {
-    if (auto it = pending_.find(t.impl()); it != pending_.end()) return it->second;
-    if (auto it = ext_.find(t.impl()); it != ext_.end()) return it->second;
+    if (const int* it = pending_.find(t.impl())) return *it;
+    if (const int* it = ext_.find(t.impl())) return *it;
     const int v = trace_.add_input(t);
     value_grad_.push_back(t.requires_grad());
-    ext_.emplace(t.impl(), v);
+    ext_.set(t.impl(), v);
     return v;  // its description enters the key at the end (inputs_key)
   }
 
@@ -820,7 +824,7 @@ class Tracer : public DispatchMode {
   std::unique_ptr<InterceptScope> intercept_;
   kiln::detail::TracedBackwardHook prev_backward_hook_ = nullptr;
   Trace trace_;
-  std::unordered_map<const TensorImpl*, int> pending_, ext_;
+  PointerMap pending_, ext_;  // tensor -> value id: pending (computed in the graph), inputs
   std::unordered_set<const TensorImpl*> written_;   // destinations of recorded writes
   std::unordered_set<const StorageImpl*> mutated_;  // and their memory
   std::unordered_set<const StorageImpl*> viewed_;   // memory of pending tensors that views were taken of

@@ -13,7 +13,7 @@ namespace {
 using ops::call;
 
 std::vector<TensorMeta> to_copy_shape(std::span<const Tensor> in, const Attrs& a) {
-  return {{in[0].sizes(), a.get_dtype("dtype")}};
+  return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
 }
 const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, ScalarType dtype) -> Tensor",
                                          OpKind::Compute, to_copy_shape, {cpu::copy_kernel}});
@@ -27,10 +27,16 @@ const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start,
 const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor", cpu::eye_kernel));
 
 Tensor wrapped_fill(double value, DType dt) {
-  // Straight to the kernel, past the modes: under kiln::compile a C++ number
-  // is then a graph input read at run time, not a constant of the graph
-  // (which would recompile whenever the number changes).
-  Tensor t = run_kernel(kFill, {}, Attrs{{"value", value}, {"size", Shape{}}, {"dtype", dt}})[0];
+  // Straight to memory, past the modes: under kiln::compile a C++ number is
+  // then a graph input read at run time, not a constant of the graph (which
+  // would recompile whenever the number changes). Not through the fill
+  // kernel either: this runs for every number in every op call. The value
+  // is converted as fill_kernel converts it.
+  Tensor t = empty({}, dt);
+  visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    *reinterpret_cast<T*>(t.impl()->data()) = cpu::convert<T>(value);
+  });
   t.impl()->wrapped_number = true;
   return t;
 }

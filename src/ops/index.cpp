@@ -19,13 +19,13 @@ std::vector<TensorMeta> cat_shape(std::span<const Tensor> in, const Attrs& a) {
   }
   if (s.empty()) s = in[0].sizes();
   else s[d] = total;
-  return {{s, a.get_dtype("dtype")}};
+  return ops::one_output(s, a.get_dtype("dtype"));
 }
 const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim) -> Tensor", OpKind::Compute, cat_shape,
                                       {cpu::cat_kernel}});
 
 std::vector<TensorMeta> gather_shape(std::span<const Tensor> in, const Attrs&) {
-  return {{in[1].sizes(), in[0].dtype()}};
+  return ops::one_output(in[1].sizes(), in[0].dtype());
 }
 const OpDef& kGather = register_op(OpDef{"gather", "gather(Tensor self, int dim, Tensor index) -> Tensor",
                                          OpKind::Compute, gather_shape, {cpu::gather_kernel}});
@@ -35,7 +35,7 @@ const OpDef& kScatter = register_op(OpDef{"scatter", "scatter(Tensor self, int d
 std::vector<TensorMeta> index_select_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
   if (!s.empty()) s[a.get_int("dim")] = in[1].numel();
-  return {{s, in[0].dtype()}};
+  return ops::one_output(s, in[0].dtype());
 }
 const OpDef& kIndexSelect = register_op(OpDef{"index_select", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
                                               OpKind::Compute, index_select_shape, {cpu::index_select_kernel}});

@@ -10,7 +10,7 @@ namespace {
 std::vector<TensorMeta> matmul_shape(std::span<const Tensor> in, const Attrs&) {
   Shape s(in[0].sizes().begin(), in[0].sizes().end() - 1);
   s.push_back(in[1].size(-1));
-  return {{s, in[0].dtype()}};
+  return ops::one_output(s, in[0].dtype());
 }
 const OpDef& kMatmul = register_op(OpDef{"bmm_broadcast", "bmm_broadcast(Tensor self, Tensor mat2) -> Tensor",
                                          OpKind::Compute, matmul_shape, {cpu::matmul_kernel}});

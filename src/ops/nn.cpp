@@ -17,7 +17,7 @@ const OpDef& kLayerNorm = register_op(OpDef{"layer_norm",
 std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&) {
   Shape s = in[1].sizes();
   s.push_back(in[0].size(1));
-  return {{s, in[0].dtype()}};
+  return ops::one_output(s, in[0].dtype());
 }
 const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weight, Tensor indices) -> Tensor",
                                             OpKind::Compute, embedding_shape, {cpu::embedding_kernel}});
@@ -25,7 +25,7 @@ const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weigh
 std::vector<TensorMeta> one_hot_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
   s.push_back(a.get_int("num_classes"));
-  return {{s, kInt64}};
+  return ops::one_output(s, kInt64);
 }
 const OpDef& kOneHot = register_op(OpDef{"one_hot", "one_hot(Tensor self, int num_classes) -> Tensor",
                                          OpKind::Compute, one_hot_shape, {cpu::one_hot_kernel}});

@@ -42,14 +42,23 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
+// One output's metadata, built in place: `return {{sizes, dtype}}` copies
+// the sizes once more through the initializer list, on every op call.
+std::vector<TensorMeta> one_output(Shape sizes, DType dtype) {
+  std::vector<TensorMeta> m;
+  m.emplace_back(std::move(sizes), dtype);
+  return m;
+}
+
 std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&) {
-  return {{in[0].sizes(), in[0].dtype()}};
+  return one_output(in[0].sizes(), in[0].dtype());
 }
 
 std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&) {
   Shape s = in[0].sizes();
-  for (size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].sizes());
-  return {{s, in[0].dtype()}};
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i].sizes() != s) s = broadcast_shapes(s, in[i].sizes());
+  return one_output(std::move(s), in[0].dtype());
 }
 
 std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs& a) {
@@ -59,7 +68,7 @@ std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attr
 }
 
 std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a) {
-  return {{a.get_shape("size"), a.get_dtype("dtype")}};
+  return one_output(a.get_shape("size"), a.get_dtype("dtype"));
 }
 
 }  // namespace kiln::ops

@@ -30,6 +30,7 @@ Tensor number_beside(const Tensor& t, Scalar v);
 
 // Shape functions shared by many ops.
 std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&);
+std::vector<TensorMeta> one_output(Shape sizes, DType dtype);  // one output, sizes moved in
 std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&);      // dtype of input 0
 std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs&);  // bool result
 std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a);    // attrs size, dtype

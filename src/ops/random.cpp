@@ -21,7 +21,7 @@ const OpDef& kRandint = register_op(random_def("randint", "randint(int low, int 
 std::vector<TensorMeta> multinomial_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
   s.back() = a.get_int("num_samples");
-  return {{s, kInt64}};
+  return ops::one_output(s, kInt64);
 }
 const OpDef& kMultinomial = register_op(OpDef{"multinomial", "multinomial(Tensor self, int num_samples, bool replacement, int seed, int offset) -> Tensor",
                                               OpKind::Compute, multinomial_shape, {cpu::multinomial_kernel}});

@@ -13,7 +13,7 @@ namespace {
 using cpu::ReduceOp;
 
 std::vector<TensorMeta> reduce_shape(std::span<const Tensor> in, const Attrs& a) {
-  return {{ops::reduced_shape(in[0].sizes(), a.get_shape("dims"), a.get_bool("keepdim")), a.get_dtype("dtype")}};
+  return ops::one_output(ops::reduced_shape(in[0].sizes(), a.get_shape("dims"), a.get_bool("keepdim")), a.get_dtype("dtype"));
 }
 
 OpDef reduce_def(const char* name, KernelFn k) {
@@ -36,7 +36,7 @@ const OpDef& kMaxDim = register_op(OpDef{"max_min_dim", "max_min_dim(Tensor self
                                          OpKind::Compute, arg_reduce_shape, {cpu::arg_reduce_kernel}});
 
 std::vector<TensorMeta> cumsum_shape(std::span<const Tensor> in, const Attrs& a) {
-  return {{in[0].sizes(), a.get_dtype("dtype")}};
+  return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
 }
 const OpDef& kCumsum = register_op(OpDef{"cumsum", "cumsum(Tensor self, int dim, bool reverse, *, ScalarType dtype) -> Tensor",
                                          OpKind::Compute, cumsum_shape, {cpu::cumsum_kernel}});

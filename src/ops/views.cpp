@@ -238,7 +238,7 @@ std::vector<TensorMeta> view_backward_shape(const char* name, const OpDef& view,
   const TensorMeta region = view.shape(std::span<const Tensor>(probe, 1), a)[0];
   check(in[0].sizes() == region.sizes, name, "grad of shape ", shape_text(in[0].sizes()), " does not match the ",
         view.name, " of ", shape_text(input_sizes), ", which has shape ", shape_text(region.sizes));
-  return {{input_sizes, in[0].dtype()}};
+  return ops::one_output(input_sizes, in[0].dtype());
 }
 template <const OpDef& (*View)()>
 void view_backward_kernel(const OpCall& c) {
