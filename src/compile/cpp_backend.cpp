@@ -334,6 +334,24 @@ std::map<std::string, std::weak_ptr<SharedObject>>& loaded() {
   return m;
 }
 
+// What -march=native compiles for: the CPU's model and feature flags (x86
+// "model name" and "flags", Arm "CPU part" and "Features"). Part of the
+// disk cache key, so a cache directory shared between machines (a home on
+// NFS) never hands one CPU code built for another's instructions (SIGILL).
+const std::string& cpu_identity() {
+  static const std::string id = [] {
+    std::ifstream info("/proc/cpuinfo");
+    std::string line, out;
+    while (std::getline(info, line)) {
+      const std::string key = line.substr(0, line.find(':'));
+      for (const char* want : {"model name", "flags", "CPU implementer", "CPU part", "Features"})
+        if (key.rfind(want, 0) == 0 && out.find(line) == std::string::npos) out += line + "\n";
+    }
+    return out;
+  }();
+  return id;
+}
+
 // The shared object for `source`, from the disk cache or compiled now.
 std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::string* warning) {
   const char* cxx_env = std::getenv("KILN_CXX");
@@ -344,7 +362,8 @@ std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::stri
   const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
   const std::string libs = "-lmvec -lm";
   char hash[32];
-  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags));
+  std::snprintf(hash, sizeof hash, "%016zx",
+                std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags + "\n" + cpu_identity()));
   const std::string dir = cache_dir(), so = dir + "/" + hash + ".so";
   std::lock_guard<std::mutex> lock(so_mu);
   if (auto it = loaded().find(so); it != loaded().end())
