@@ -121,7 +121,13 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "gelu_tanh_backward")
     return "({ const float x_ = (" + b + "); const float s_ = 1.0f / (1.0f + " + exp_m2u + "); (" + a +
            ") * (s_ + 2.0f * x_ * s_ * (1.0f - s_) * 0.7978845608f * (1.0f + 0.134145f * x_ * x_)); })";
-  if (op == "gelu_tanh") return "({ const float x_ = (" + a + "); x_ / (1.0f + " + exp_m2u + "); })";
+  // Forward, through 2^-|2u log2(e)| as the eager kernel's e^-|2u| (x s(2u) =
+  // x e / (1 + e) below 0): x / (1 + 2^(-2u log2 e)) overflowed to -0 where
+  // eager's result is a subnormal (x in about [-10.5, -10]), so sqrt of it
+  // gave -0 where eager gave NaN.
+  if (op == "gelu_tanh")
+    return "({ const float x_ = (" + a + "); const float z_ = 2.302208198f * (x_ + 0.044715f * x_ * x_ * x_); "
+           "const float e_ = kiln_exp2_tail(z_ < 0.0f ? z_ : -z_); z_ >= 0.0f ? x_ / (1.0f + e_) : x_ * e_ / (1.0f + e_); })";
   return "";
 }
 
@@ -151,6 +157,15 @@ static inline float kiln_exp2(float z) {
   p = p * f + 6.931471806e-01f;
   p = p * f + 1.0f;
   return p * __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, t) - 0x4B400000 + 127) << 23);
+}
+
+// 2^z for z <= 0 down through the subnormals to 0 (kiln_exp2 stops at
+// 2^-126): below -126 as 2^(z + 64) * 2^-64, the product rounding into the
+// subnormals as the eager kernels' exponential does.
+static inline float kiln_exp2_tail(float z) {
+  const bool tiny = z < -126.0f;
+  const float r = kiln_exp2(tiny ? z + 64.0f : z);
+  return tiny ? r * 5.421010862427522e-20f : r;
 }
 
 )";
