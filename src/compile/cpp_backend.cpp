@@ -127,7 +127,7 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   // gave -0 where eager gave NaN.
   if (op == "gelu_tanh")
     return "({ const float x_ = (" + a + "); const float z_ = 2.302208198f * (x_ + 0.044715f * x_ * x_ * x_); "
-           "const float e_ = kiln_exp2_tail(z_ < 0.0f ? z_ : -z_); z_ >= 0.0f ? x_ / (1.0f + e_) : x_ * e_ / (1.0f + e_); })";
+           "const float e_ = kiln_exp2_tail(z_ < 0.0f ? z_ : -z_); (z_ >= 0.0f ? x_ : x_ * e_) / (1.0f + e_); })";
   return "";
 }
 
