@@ -121,13 +121,12 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "gelu_tanh_backward")
     return "({ const float x_ = (" + b + "); const float s_ = 1.0f / (1.0f + " + exp_m2u + "); (" + a +
            ") * (s_ + 2.0f * x_ * s_ * (1.0f - s_) * 0.7978845608f * (1.0f + 0.134145f * x_ * x_)); })";
-  // Forward, through 2^-|2u log2(e)| as the eager kernel's e^-|2u| (x s(2u) =
-  // x e / (1 + e) below 0): x / (1 + 2^(-2u log2 e)) overflowed to -0 where
-  // eager's result is a subnormal (x in about [-10.5, -10]), so sqrt of it
-  // gave -0 where eager gave NaN.
+  // Forward, as the eager kernel's x s(2u) (kiln_times_sigmoid2 in the
+  // prelude): x / (1 + 2^(-2u log2 e)) overflowed to -0 where eager's result
+  // is a subnormal (x in about [-10.7, -10]), so sqrt of it gave -0 where
+  // eager gave NaN.
   if (op == "gelu_tanh")
-    return "({ const float x_ = (" + a + "); const float z_ = 2.302208198f * (x_ + 0.044715f * x_ * x_ * x_); "
-           "const float e_ = kiln_exp2_tail(z_ < 0.0f ? z_ : -z_); (z_ >= 0.0f ? x_ : x_ * e_) / (1.0f + e_); })";
+    return "({ const float x_ = (" + a + "); kiln_times_sigmoid2(x_, 2.302208198f * (x_ + 0.044715f * x_ * x_ * x_)); })";
   return "";
 }
 
@@ -139,8 +138,15 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
 // degree 7 (terms ln(2)^i / i!, truncation below 6e-9), 2^k by building the
 // float's exponent field.
 const char* const kExp2Source = R"(static inline float kiln_sigmoid_times(float x, float factor) {
-  const float e = expf(x < 0.0f ? x : -x);  // e^-|x|: 1 / (1 + e^-x) above 0, e^x / (1 + e^x) below
-  return x >= 0.0f ? factor / (1.0f + e) : factor * e / (1.0f + e);
+  // e^-|x|: 1 / (1 + e^-x) above 0, e^x / (1 + e^x) below. Below e^-87 the
+  // result is subnormal, which the vector expf flushes to 0 where the eager
+  // kernel keeps it (log(sigmoid(-95)) is -95, not -inf): there e^(-|x| + 64 ln 2),
+  // the result scaled by 2^-64 last, rounding into the subnormals.
+  const float m = x < 0.0f ? x : -x;
+  const bool tiny = m < -87.0f;
+  const float e0 = expf(tiny ? m + 44.36141955583649f : m), s = tiny ? 5.421010862427522e-20f : 1.0f;
+  const float e = e0 * s;  // the factor goes in before the 2^-64, as in the eager kernel
+  return x >= 0.0f ? factor / (1.0f + e) : (factor * e0 / (1.0f + e)) * s;
 }
 
 static inline float kiln_exp2(float z) {
@@ -159,13 +165,16 @@ static inline float kiln_exp2(float z) {
   return p * __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, t) - 0x4B400000 + 127) << 23);
 }
 
-// 2^z for z <= 0 down through the subnormals to 0 (kiln_exp2 stops at
-// 2^-126): below -126 as 2^(z + 64) * 2^-64, the product rounding into the
-// subnormals as the eager kernels' exponential does.
-static inline float kiln_exp2_tail(float z) {
-  const bool tiny = z < -126.0f;
-  const float r = kiln_exp2(tiny ? z + 64.0f : z);
-  return tiny ? r * 5.421010862427522e-20f : r;
+// x / (1 + 2^-z) without overflow: through 2^-|z|, and below 0 as
+// x 2^z / (1 + 2^z), whose result may be subnormal: there 2^(z + 64) is
+// taken and the result scaled by 2^-64 last, as the eager kernel does.
+static inline float kiln_times_sigmoid2(float x, float z) {
+  const float m = z < 0.0f ? z : -z;
+  const bool tiny = m < -126.0f;
+  // (kiln_exp2 stops at 2^-126: far below, 2^m is 0 as the product must be.)
+  const float e0 = m < -190.0f ? 0.0f : kiln_exp2(tiny ? m + 64.0f : m), s = tiny ? 5.421010862427522e-20f : 1.0f;
+  const float e = e0 * s;
+  return z >= 0.0f ? x / (1.0f + e) : (x * e0 / (1.0f + e)) * s;
 }
 
 )";

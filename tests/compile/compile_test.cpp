@@ -245,6 +245,17 @@ TEST_F(Compile, TanhGeluAndItsGradientHoldAtTheExponentialsLimits) {
     subnormal += std::isnan(want[i]);
   }
   EXPECT_GT(subnormal, 10);  // the band is in the sample
+  // sigmoid and silu likewise where e^x is subnormal (x in [-104, -87]):
+  // log(sigmoid(x)) is about x there, not -inf.
+  std::vector<float> deep;
+  for (int i = 0; i <= 40; ++i) deep.push_back(-86.0f - 0.5f * static_cast<float>(i));
+  const Tensor xd = tensor(deep);
+  auto log_sigmoid = [](const Tensor& t) { return log(sigmoid(t * 1.0)); };
+  auto root_silu = [](const Tensor& t) { return sqrt(silu(t * 1.0)); };
+  expect_close(compile(log_sigmoid)(xd), values(log_sigmoid(xd)), 1e-3, 1e-6, "log(sigmoid(x)) in the subnormal band");
+  const std::vector<double> gs = values(compile(root_silu)(xd)), ws = values(root_silu(xd));
+  for (size_t i = 0; i < deep.size(); ++i)
+    EXPECT_EQ(std::isnan(gs[i]), std::isnan(ws[i])) << "sqrt(silu(" << deep[i] << ")): " << gs[i] << ", eager's " << ws[i];
 }
 
 TEST_F(Compile, GradientsOfColumnSlicesAreWrittenByOneLoop) {
