@@ -636,7 +636,10 @@ std::vector<std::string> differences(const Program& p) {
     std::vector<std::array<int64_t, kSymbols>> tables(2);
     std::copy(p.sizes[0], p.sizes[0] + kSymbols, tables[0].begin());
     std::copy(p.sizes[1], p.sizes[1] + kSymbols, tables[1].begin());
-    for (const int64_t v : {b + 1, a + b, a + 2 * b + 1}) {
+    // Within the tables' own range: a program's largest value grows with
+    // the product of its sizes (a + 2b made one need a terabyte).
+    const int64_t lo = std::min(a, b), hi = std::max(a, b);
+    for (const int64_t v : {std::max<int64_t>(2, hi - 1), std::max<int64_t>(2, lo + 1), std::max<int64_t>(2, (lo + hi + 1) / 2)}) {
       tables.push_back(tables[0]);
       tables.back()[k] = v;
     }
