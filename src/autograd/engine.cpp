@@ -196,14 +196,10 @@ struct FunctionNode final : Node {
         guard->fn_name = fn_name;
         guard->next_edges = next_edges;
       }
-      auto impl = std::make_shared<TensorImpl>(*g.impl());
-      impl->autograd = std::make_shared<AutogradMeta>();
-      impl->autograd->requires_grad = true;
-      impl->autograd->grad_fn = guard;
-      impl->autograd->output_nr = static_cast<uint32_t>(guard->output_meta.size());
+      const auto nr = static_cast<uint32_t>(guard->output_meta.size());
       guard->output_meta.emplace_back(g.sizes(), g.dtype());
       guard->output_hooks.emplace_back();
-      g = Tensor(std::move(impl));
+      g = alias_with_history(g, guard, nr);
     }
   }
   void release_saved() override { backward = nullptr; }
@@ -266,6 +262,15 @@ SavedTensor save(const Tensor& t, bool keep_history) {
 AutogradMeta& meta(const Tensor& t) {
   if (!t.impl()->autograd) t.impl()->autograd = std::make_shared<AutogradMeta>();
   return *t.impl()->autograd;
+}
+
+Tensor alias_with_history(const Tensor& t, std::shared_ptr<Node> fn, uint32_t output_nr) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd = std::make_shared<AutogradMeta>();
+  impl->autograd->requires_grad = true;
+  impl->autograd->grad_fn = std::move(fn);
+  impl->autograd->output_nr = output_nr;
+  return Tensor(std::move(impl));
 }
 
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {

@@ -89,6 +89,9 @@ const BackwardDef* find_backward(const std::string& op);  // null: no entry at a
 // The AccumulateGrad node of a leaf (created on first use).
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
 AutogradMeta& meta(const Tensor& t);  // creates it when missing
+// A new handle on t's data whose history is output `output_nr` of `fn`
+// (t itself keeps its own).
+Tensor alias_with_history(const Tensor& t, std::shared_ptr<Node> fn, uint32_t output_nr);
 
 // Sums a broadcast gradient back to `shape` (the inverse of expand).
 Tensor sum_to(const Tensor& g, const Shape& shape);

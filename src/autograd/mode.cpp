@@ -48,14 +48,8 @@ struct OpNode final : Node, std::enable_shared_from_this<OpNode> {
       out.push_back(unpack(saved_outputs[i]));
       // Saved without history (it would point back at this node: a cycle);
       // under create_graph an alias gets this node as its grad_fn again.
-      if (is_grad_enabled() && out.back().defined() && is_floating(out.back().dtype())) {
-        auto impl = std::make_shared<TensorImpl>(*out.back().impl());
-        impl->autograd = std::make_shared<AutogradMeta>();
-        impl->autograd->requires_grad = true;
-        impl->autograd->grad_fn = shared_from_this();
-        impl->autograd->output_nr = static_cast<uint32_t>(i);
-        out.back() = Tensor(std::move(impl));
-      }
+      if (is_grad_enabled() && out.back().defined() && is_floating(out.back().dtype()))
+        out.back() = autograd::alias_with_history(out.back(), shared_from_this(), static_cast<uint32_t>(i));
     }
     autograd::BackwardContext ctx{in, out, input_meta, attrs, grads, needs_grad};
     std::vector<Tensor> gin;
