@@ -121,12 +121,15 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   if (op == "gelu_tanh_backward")
     return "({ const float x_ = (" + b + "); const float s_ = 1.0f / (1.0f + " + exp_m2u + "); (" + a +
            ") * (s_ + 2.0f * x_ * s_ * (1.0f - s_) * 0.7978845608f * (1.0f + 0.134145f * x_ * x_)); })";
-  // Forward: where eager's x s(2u) is a negative subnormal (x in about
-  // [-10.7, -10]) this gives -0 (2^(-2u log2 e) overflows); taking that
-  // tail as the eager kernel does (2^-|z|, a select, a scaled product) made
-  // norm_gelu_block's loop 35% slower, so it is left: a known difference.
+  // Forward, x / (1 + 2^z) with z = -2u log2(e). Where eager's x s(2u) is a
+  // negative subnormal (x in about [-10.7, -10]) 2^z overflows, so above
+  // z = 64 both sides are scaled by 2^-64 (exactly: x is then below -5):
+  // x 2^-64 / (2^-64 + 2^(z - 64)), one division still. Eager's own form
+  // (2^-|z|, a select of two quotients) made norm_gelu_block 35% slower.
   if (op == "gelu_tanh")
-    return "({ const float x_ = (" + a + "); x_ / (1.0f + " + exp_m2u + "); })";
+    return "({ const float x_ = (" + a + "); const float z_ = -2.302208198f * (x_ + 0.044715f * x_ * x_ * x_); "
+           "const bool big_ = z_ > 64.0f; const float k_ = big_ ? 5.421010862427522e-20f : 1.0f; "
+           "(x_ * k_) / (k_ + kiln_exp2(big_ ? z_ - 64.0f : z_)); })";
   return "";
 }
 
@@ -372,7 +375,7 @@ std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::stri
   // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
   // -ffp-contract=off: eager rounds a * b before adding c, and so must the
   // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
-  const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
+  const std::string flags = "-O3 -march=native -mprefer-vector-width=512 -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
   const std::string libs = "-lmvec -lm";
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx",
@@ -678,6 +681,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     std::vector<Line> elem_lines, row_lines;  // per element (inside passes) / per row
     std::set<int64_t> col_breaks;             // slice_backward column ranges' ends
     std::vector<std::pair<int, int>> sums;    // (pass, value summed) per RowSum, by accumulator
+    std::set<std::string> double_sums;        // accumulators kept in double
     std::vector<int> produced;
     std::vector<std::pair<int, int>> col_sums;  // (value summed, result) per ColSum
     std::string head_prologue;
@@ -714,9 +718,9 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         const std::string eps = eps_literal(n);
         std::ostringstream pro;
         pro << "    const float* xr = rx + r * n;\n    float mean = 0.0f, var = 0.0f;\n";
-        if (!n.attrs.get_bool("rms"))
-          pro << "#pragma omp simd reduction(+ : mean)\n    for (int64_t c = 0; c < n; ++c) mean += xr[c];\n"
-              << "    mean /= static_cast<float>(n);\n";
+        if (!n.attrs.get_bool("rms"))  // in double, as eager's (Note [A layer_norm's mean])
+          pro << "    double sum = 0.0;\n#pragma omp simd reduction(+ : sum)\n    for (int64_t c = 0; c < n; ++c) sum += xr[c];\n"
+              << "    mean = static_cast<float>(sum / static_cast<double>(n));\n";
         pro << "#pragma omp simd reduction(+ : var)\n    for (int64_t c = 0; c < n; ++c) var += (xr[c] - mean) * (xr[c] - mean);\n"
             << "    const float rstd = 1.0f / __builtin_sqrtf(var / static_cast<float>(n) + " << eps << ");\n";
         head_prologue = pro.str();
@@ -741,7 +745,9 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
         std::string centred = xs;
         if (!n.attrs.get_bool("rms")) {
           const std::string acc = row_sum(pass, xs);
-          row_lines.push_back({pass + 1, "const float " + v + "_mean = " + acc + " / static_cast<float>(n);"});
+          double_sums.insert(acc);  // Note [A layer_norm's mean]
+          row_lines.push_back({pass + 1, "const float " + v + "_mean = static_cast<float>(" + acc +
+                                             " / static_cast<double>(n));"});
           centred = "(" + xs + " - " + v + "_mean)";
           ++pass;
         }
@@ -883,7 +889,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       std::string accs;
       for (size_t a = 0; a < sums.size(); ++a)
         if (sums[a].first == pass) {
-          src << "    float acc" << a << " = 0.0f;\n";
+          src << "    " << (double_sums.count("acc" + std::to_string(a)) ? "double" : "float") << " acc" << a << " = 0.0f;\n";
           accs += (accs.empty() ? "" : ", ") + std::string("acc") + std::to_string(a);
         }
       if (accs.empty() && pass != store_pass) continue;

@@ -64,17 +64,27 @@ Plan optimize(const Trace& t) {
   // earlier one computes the same values. Random ops are never merged, and
   // neither are computed values the program gets: eager gives each its own
   // tensor, so an in-place write to one after the graph (at a break) must not
-  // reach the other, nor bump the version of a tensor a backward saved.
+  // reach the other, nor bump the version of a tensor a backward saved. Nor
+  // are computed values a gradient flows through: the merged node's backward
+  // would take the sum of both gradients, 2x (g1 + g2) for two squares where
+  // eager computes 2x g1 + 2x g2, which differ at inf (inf * 0 against
+  // inf - inf) and in rounding. (Views' backwards are sums and copies.)
   std::unordered_map<std::string, int> seen;
-  auto handed_out = [&](const TracedNode& node) {
-    if (node.op->kind == OpKind::View) return false;  // equal views share their base in eager too
+  std::vector<bool> grad_flows(nv, false);
+  for (int v = 0; v < nv; ++v) grad_flows[v] = t.value_ext[v] >= 0 && t.externals[t.value_ext[v]].requires_grad();
+  auto mergeable = [&](const TracedNode& node) {
+    bool grad = false;
+    for (int in : node.inputs) grad = grad || (node.grad_enabled && grad_flows[in]);
+    for (int o : node.outputs) grad_flows[o] = grad;
+    if (node.attrs.has("seed")) return false;
+    if (node.op->kind == OpKind::View) return true;  // equal views share their base in eager too
     for (int o : node.outputs)
-      if (t.live[o]) return true;
-    return false;
+      if (t.live[o]) return false;
+    return !grad;
   };
   for (int n = 0; n < static_cast<int>(t.nodes.size()); ++n) {
     const TracedNode& node = t.nodes[n];
-    if (node.attrs.has("seed") || handed_out(node)) continue;
+    if (!mergeable(node)) continue;
     std::string key = node.op->name + (node.grad_enabled ? "g(" : "(");
     for (int in : node.inputs) key += std::to_string(plan.rep[in]) + ",";
     key += ")";

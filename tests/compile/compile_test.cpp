@@ -233,8 +233,8 @@ TEST_F(Compile, TanhGeluAndItsGradientHoldAtTheExponentialsLimits) {
   EXPECT_GE(compiler::detail::fused_loop_runs() - loops, 2);  // forward and backward ran generated loops
   expect_close(gc[0], values(ge[0]), 1e-5, 1e-6, "gelu_tanh gradient");
   // sigmoid and silu keep eager's subnormal tail (x in [-104, -87]):
-  // log(sigmoid(x)) is about x there, not -inf. (The tanh GELU's own tail,
-  // x in about [-10.7, -10], is a known difference: cpp_backend.cpp.)
+  // log(sigmoid(x)) is about x there, not -inf; so does the tanh GELU (x in
+  // about [-10.7, -10]): sqrt of its negative subnormals is NaN, not -0.
   std::vector<float> deep;
   for (int i = 0; i <= 40; ++i) deep.push_back(-86.0f - 0.5f * static_cast<float>(i));
   const Tensor xd = tensor(deep);
@@ -244,6 +244,19 @@ TEST_F(Compile, TanhGeluAndItsGradientHoldAtTheExponentialsLimits) {
   const std::vector<double> gs = values(compile(root_silu)(xd)), ws = values(root_silu(xd));
   for (size_t i = 0; i < deep.size(); ++i)
     EXPECT_EQ(std::isnan(gs[i]), std::isnan(ws[i])) << "sqrt(silu(" << deep[i] << ")): " << gs[i] << ", eager's " << ws[i];
+  std::vector<float> gelu_tail;
+  for (int i = 0; i <= 60; ++i) gelu_tail.push_back(-9.9f - 0.0125f * static_cast<float>(i));
+  const Tensor xg = tensor(gelu_tail);
+  auto gelu_scaled = [](const Tensor& t) { return gelu(t * 1.0, "tanh") * 1e30; };
+  auto root_gelu = [](const Tensor& t) { return sqrt(gelu(t * 1.0, "tanh")); };
+  expect_close(compile(gelu_scaled)(xg), values(gelu_scaled(xg)), 1e-3, 1e-6, "tanh GELU in the subnormal band, scaled");
+  const std::vector<double> gg = values(compile(root_gelu)(xg)), wg = values(root_gelu(xg));
+  int subnormal_results = 0;
+  for (size_t i = 0; i < gelu_tail.size(); ++i) {
+    EXPECT_EQ(std::isnan(gg[i]), std::isnan(wg[i])) << "sqrt(gelu_tanh(" << gelu_tail[i] << ")): " << gg[i] << ", eager's " << wg[i];
+    subnormal_results += std::isnan(wg[i]);
+  }
+  EXPECT_GT(subnormal_results, 10);  // the band is really probed
 }
 
 TEST_F(Compile, GradientsOfColumnSlicesAreWrittenByOneLoop) {

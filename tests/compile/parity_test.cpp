@@ -240,6 +240,44 @@ TEST_F(Compile, OutputsAreNotMergedWithValuesAGradientSaved) {
   }
 }
 
+// Two equal computations a gradient flows through stay two (tester seed
+// 59064): merged, the backward of square(x) takes g1 + g2 once, 2x (0 + 1) =
+// inf at x = inf, where eager's 2x * 0 + 2x * 1 is NaN.
+TEST_F(Compile, ComputationsAGradientFlowsThroughAreNotMerged) {
+  auto fn = [](const Tensor& x) { return (square(x) * 0.0).sum() + square(x).sum(); };
+  for (const char* be : kBackends) {
+    auto f = compile(fn, backend(be));
+    const Tensor x = tensor(std::vector<float>{INFINITY, 2.0f, -3.0f}).requires_grad_();
+    const Tensor x2 = x.detach().clone().requires_grad_();
+    f(x).backward();
+    fn(x2).backward();
+    expect_same(x.grad(), x2.grad(), std::string(be) + " gradient of two squares at inf");
+  }
+}
+
+// Note [A layer_norm's mean]: a constant row normalises to exactly 0 in the
+// generated loops as in eager, for odd lengths too, whether the loop reads
+// the row from memory (a head) or computes it (a row max broadcast, seed 52198).
+TEST_F(Compile, LayerNormOfAConstantRowIsZeroInLoopsAsInEager) {
+  manual_seed(2416);
+  auto computed = [](const Tensor& x) { return layer_norm(maximum(amax(x, {-1}, true), x), {x.size(-1)}) * 3.0; };
+  auto from_memory = [](const Tensor& x) { return layer_norm(x, {x.size(-1)}) * 3.0 + 1.0; };
+  const int64_t loops = compiler::detail::fused_loop_runs();
+  for (const int64_t n : {7, 16, 33, 129, 1000}) {
+    const Tensor x = randn({5, n}) * 1e3;
+    const Tensor rows = amax(x, {-1}, true).expand({5, n}).contiguous();
+    const std::vector<double> a = values(compile(computed)(x)), b = values(compile(from_memory)(rows));
+    const std::vector<double> ea = values(computed(x)), eb = values(from_memory(rows));
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(ea[i], 0.0) << "eager, n = " << n;
+      ASSERT_EQ(a[i], 0.0) << "computed row, n = " << n;
+      ASSERT_EQ(eb[i], 1.0) << "eager, n = " << n;
+      ASSERT_EQ(b[i], 1.0) << "row from memory, n = " << n;
+    }
+  }
+  EXPECT_GE(compiler::detail::fused_loop_runs() - loops, 10);  // each ran a generated loop
+}
+
 // Note [Sizes in attributes]: sequence lengths through reshapes whose
 // attributes carry B * T compile twice (the second compile makes T dynamic
 // and fits the attributes as functions of it), then every length hits.

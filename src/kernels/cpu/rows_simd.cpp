@@ -41,6 +41,31 @@ float SumF32(const float* x, size_t n) {
   return SumMapped(x, n, [](auto v) { return v; });
 }
 
+// Note [A layer_norm's mean]
+// A layer_norm amplifies its mean's rounding: for a constant row x - mean
+// should be 0, and a mean 1 ulp off gives (x - mean) * rstd of about 1e-3 * 1/sqrt(eps)
+// instead of 0 (tester seed 52198, a row max broadcast along the row). The
+// generated loops of kiln::compile sum rows in another order than these
+// kernels, so a float sum made the two disagree there. The sum is taken in
+// double by both, eager here and the loops (cpp_backend.cpp): exact whenever
+// the row's exponents span under 53 - log2(n) bits, so then the same in any
+// order, and the mean its rounding; the variance pass stays in float (its
+// rounding is not amplified).
+HWY_INLINE double SumF32InDouble(const float* x, size_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> dh;  // as many floats as dd has lanes
+  const size_t N = hn::Lanes(dd);
+  auto a0 = hn::Zero(dd), a1 = hn::Zero(dd);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    a0 = hn::Add(a0, hn::PromoteTo(dd, hn::LoadU(dh, x + i)));
+    a1 = hn::Add(a1, hn::PromoteTo(dd, hn::LoadU(dh, x + i + N)));
+  }
+  double s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(a0, a1)));
+  for (; i < n; ++i) s += static_cast<double>(x[i]);
+  return s;
+}
+
 float MaxF32(const float* x, size_t n) {
   const D d;
   const size_t N = hn::Lanes(d);
@@ -132,7 +157,7 @@ void LayerNormRowF32(const float* x, float* y, size_t n, const float* w, const f
                      float* mean_out, float* rstd_out) {
   const D d;
   // Two passes (mean, then centred squares) avoid the cancellation of E[x^2] - E[x]^2.
-  const float mean = n ? SumF32(x, n) / static_cast<float>(n) : 0.0f;
+  const float mean = n ? static_cast<float>(SumF32InDouble(x, n) / static_cast<double>(n)) : 0.0f;
   const auto vmean = hn::Set(d, mean);
   const float var = n ? SumMapped(x, n, [&](auto v) {
                           const auto c = hn::Sub(v, vmean);
