@@ -65,19 +65,29 @@ enum class OpKind : uint8_t {
   View,     // outputs alias input 0's storage; the shape function gives their layout
 };
 
+// An op's declaration. Its kernels are not part of it: each device binds its
+// own with register_kernel from its kernel folder (src/kernels/<device>/).
 struct OpDef {
   std::string name;
   std::string schema;  // PyTorch-style, e.g. "add(Tensor self, Tensor other) -> Tensor"
   OpKind kind = OpKind::Compute;
   ShapeFn shape = nullptr;  // required: it alone must be enough to trace the op
+  // Per device, filled by register_kernel (view ops have none).
   std::array<KernelFn, kNumDevices> kernels{};
 };
 
-// Registers an op once, at static-initialisation time; the reference stays
+// Declares an op once, at static-initialisation time; the reference stays
 // valid for the life of the process.
 const OpDef& register_op(OpDef def);
+// Binds op `name`'s kernel for `device`, at static-initialisation time, in
+// either order with the op's register_op (the two live in different
+// translation units). Binding a device twice is an error.
+void register_kernel(std::string_view name, Device device, KernelFn fn);
 const OpDef* find_op(std::string_view name);
 std::vector<const OpDef*> all_ops();
+// Kernels bound to names no op declares (a typo in a registration): empty
+// in a correct build; a test checks it.
+std::vector<std::string> kernels_without_op();
 
 // Runs an op. `out` empty: outputs are allocated from the shape function.
 // Otherwise `out` holds one tensor per output, of the predicted shape and

@@ -2,7 +2,7 @@
 // forward to free-function ops.
 #include "kiln/tensor.h"
 
-#include "kernels/cpu/convert.h"
+#include "core/convert.h"
 #include "kiln/ops.h"
 
 namespace kiln {
@@ -50,7 +50,7 @@ T Tensor::item(SourceLocation where) const {
   detail::on_concrete_value(checked(), std::is_same_v<T, bool> ? "converting a tensor to bool" : "item()", where);
   return visit_dtype(dtype(), [&](auto tag) {
     using S = decltype(tag);
-    return cpu::convert<T>(*reinterpret_cast<const S*>(checked()->data()));
+    return convert<T>(*reinterpret_cast<const S*>(checked()->data()));
   });
 }
 

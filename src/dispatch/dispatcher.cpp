@@ -58,6 +58,8 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
+  // Kernels registered before their op's declaration, by op name.
+  std::map<std::string, std::array<KernelFn, kNumDevices>, std::less<>> early_kernels;
 };
 
 Registry& registry() {
@@ -101,8 +103,32 @@ const OpDef& register_op(OpDef def) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto [it, inserted] = r.ops.emplace(def.name, nullptr);
   check(inserted, "register_op", "op '", def.name, "' is registered twice");
+  if (auto early = r.early_kernels.find(def.name); early != r.early_kernels.end()) {
+    for (int d = 0; d < kNumDevices; ++d)
+      if (early->second[d]) def.kernels[d] = early->second[d];
+    r.early_kernels.erase(early);
+  }
   it->second = std::make_unique<OpDef>(std::move(def));
   return *it->second;
+}
+
+void register_kernel(std::string_view name, Device device, KernelFn fn) {
+  check(fn != nullptr, "register_kernel", "null kernel for op '", name, "'");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const int d = static_cast<int>(device);
+  auto it = r.ops.find(name);
+  KernelFn& slot = it != r.ops.end() ? it->second->kernels[d] : r.early_kernels[std::string(name)][d];
+  check(slot == nullptr, "register_kernel", "op '", name, "' has two kernels for device ", device_name(device));
+  slot = fn;
+}
+
+std::vector<std::string> kernels_without_op() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> names;
+  for (const auto& [name, kernels] : r.early_kernels) names.push_back(name);
+  return names;
 }
 
 const OpDef* find_op(std::string_view name) {

@@ -2,76 +2,72 @@
 // broadcasting checks, then one dispatch. Kernels: kernels/cpu/elementwise_kernels.cpp.
 #include <limits>
 
-#include "kernels/cpu/kernels.h"
 #include "ops/op_util.h"
 
 namespace kiln {
 namespace {
 
-using cpu::BinaryOp;
-using cpu::CompareOp;
-using cpu::UnaryOp;
 using ops::call;
 using ops::call_out;
 
-OpDef unary_def(const char* name, KernelFn k) {
-  return OpDef{name, std::string(name) + "(Tensor self) -> Tensor", OpKind::Compute, ops::same_as_first, {k}};
+OpDef unary_def(const char* name) {
+  return OpDef{name, std::string(name) + "(Tensor self) -> Tensor", OpKind::Compute, ops::same_as_first};
 }
-OpDef binary_def(const char* name, KernelFn k, ShapeFn shape = ops::broadcast_all) {
-  return OpDef{name, std::string(name) + "(Tensor self, Tensor other) -> Tensor", OpKind::Compute, shape, {k}};
+OpDef binary_def(const char* name, ShapeFn shape = ops::broadcast_all) {
+  return OpDef{name, std::string(name) + "(Tensor self, Tensor other) -> Tensor", OpKind::Compute, shape};
 }
 
-const OpDef& kNeg = register_op(unary_def("neg", cpu::unary_kernel<UnaryOp::Neg>));
-const OpDef& kAbs = register_op(unary_def("abs", cpu::unary_kernel<UnaryOp::Abs>));
-const OpDef& kSign = register_op(unary_def("sign", cpu::unary_kernel<UnaryOp::Sign>));
-const OpDef& kExp = register_op(unary_def("exp", cpu::unary_kernel<UnaryOp::Exp>));
-const OpDef& kExpm1 = register_op(unary_def("expm1", cpu::unary_kernel<UnaryOp::Expm1>));
-const OpDef& kLog = register_op(unary_def("log", cpu::unary_kernel<UnaryOp::Log>));
-const OpDef& kLog1p = register_op(unary_def("log1p", cpu::unary_kernel<UnaryOp::Log1p>));
-const OpDef& kSqrt = register_op(unary_def("sqrt", cpu::unary_kernel<UnaryOp::Sqrt>));
-const OpDef& kRsqrt = register_op(unary_def("rsqrt", cpu::unary_kernel<UnaryOp::Rsqrt>));
-const OpDef& kReciprocal = register_op(unary_def("reciprocal", cpu::unary_kernel<UnaryOp::Reciprocal>));
-const OpDef& kSin = register_op(unary_def("sin", cpu::unary_kernel<UnaryOp::Sin>));
-const OpDef& kCos = register_op(unary_def("cos", cpu::unary_kernel<UnaryOp::Cos>));
-const OpDef& kTanh = register_op(unary_def("tanh", cpu::unary_kernel<UnaryOp::Tanh>));
-const OpDef& kSigmoid = register_op(unary_def("sigmoid", cpu::unary_kernel<UnaryOp::Sigmoid>));
-const OpDef& kRelu = register_op(unary_def("relu", cpu::unary_kernel<UnaryOp::Relu>));
-const OpDef& kGelu = register_op(unary_def("gelu", cpu::unary_kernel<UnaryOp::GeluErf>));
-const OpDef& kGeluTanh = register_op(unary_def("gelu_tanh", cpu::unary_kernel<UnaryOp::GeluTanh>));
-const OpDef& kSilu = register_op(unary_def("silu", cpu::unary_kernel<UnaryOp::Silu>));
-const OpDef& kErf = register_op(unary_def("erf", cpu::unary_kernel<UnaryOp::Erf>));
-const OpDef& kFloor = register_op(unary_def("floor", cpu::unary_kernel<UnaryOp::Floor>));
-const OpDef& kCeil = register_op(unary_def("ceil", cpu::unary_kernel<UnaryOp::Ceil>));
-const OpDef& kRound = register_op(unary_def("round", cpu::unary_kernel<UnaryOp::Round>));
-const OpDef& kSquare = register_op(unary_def("square", cpu::unary_kernel<UnaryOp::Square>));
+const OpDef& kNeg = register_op(unary_def("neg"));
+const OpDef& kAbs = register_op(unary_def("abs"));
+const OpDef& kSign = register_op(unary_def("sign"));
+const OpDef& kExp = register_op(unary_def("exp"));
+const OpDef& kExpm1 = register_op(unary_def("expm1"));
+const OpDef& kLog = register_op(unary_def("log"));
+const OpDef& kLog1p = register_op(unary_def("log1p"));
+const OpDef& kSqrt = register_op(unary_def("sqrt"));
+const OpDef& kRsqrt = register_op(unary_def("rsqrt"));
+const OpDef& kReciprocal = register_op(unary_def("reciprocal"));
+const OpDef& kSin = register_op(unary_def("sin"));
+const OpDef& kCos = register_op(unary_def("cos"));
+const OpDef& kTanh = register_op(unary_def("tanh"));
+const OpDef& kSigmoid = register_op(unary_def("sigmoid"));
+const OpDef& kRelu = register_op(unary_def("relu"));
+const OpDef& kGelu = register_op(unary_def("gelu"));
+const OpDef& kGeluTanh = register_op(unary_def("gelu_tanh"));
+const OpDef& kSilu = register_op(unary_def("silu"));
+const OpDef& kErf = register_op(unary_def("erf"));
+const OpDef& kFloor = register_op(unary_def("floor"));
+const OpDef& kCeil = register_op(unary_def("ceil"));
+const OpDef& kRound = register_op(unary_def("round"));
+const OpDef& kSquare = register_op(unary_def("square"));
 const OpDef& kClamp = register_op(OpDef{"clamp", "clamp(Tensor self, float min, float max) -> Tensor",
-                                        OpKind::Compute, ops::same_as_first, {cpu::unary_kernel<UnaryOp::Clamp>}});
+                                        OpKind::Compute, ops::same_as_first});
 const OpDef& kLogicalNot = register_op(OpDef{"logical_not", "logical_not(Tensor self) -> Tensor", OpKind::Compute,
-                                             ops::broadcast_to_bool, {cpu::logical_not_kernel}});
+                                             ops::broadcast_to_bool});
 
 const OpDef& kAdd = register_op(OpDef{"add", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
-                                      OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::Add>}});
+                                      OpKind::Compute, ops::broadcast_all});
 const OpDef& kSub = register_op(OpDef{"sub", "sub(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
-                                      OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::Sub>}});
-const OpDef& kMul = register_op(binary_def("mul", cpu::binary_kernel<BinaryOp::Mul>));
-const OpDef& kDiv = register_op(binary_def("div", cpu::binary_kernel<BinaryOp::Div>));
-const OpDef& kPow = register_op(binary_def("pow", cpu::binary_kernel<BinaryOp::Pow>));
-const OpDef& kMaximum = register_op(binary_def("maximum", cpu::binary_kernel<BinaryOp::Maximum>));
-const OpDef& kMinimum = register_op(binary_def("minimum", cpu::binary_kernel<BinaryOp::Minimum>));
-const OpDef& kFmod = register_op(binary_def("fmod", cpu::binary_kernel<BinaryOp::Fmod>));
+                                      OpKind::Compute, ops::broadcast_all});
+const OpDef& kMul = register_op(binary_def("mul"));
+const OpDef& kDiv = register_op(binary_def("div"));
+const OpDef& kPow = register_op(binary_def("pow"));
+const OpDef& kMaximum = register_op(binary_def("maximum"));
+const OpDef& kMinimum = register_op(binary_def("minimum"));
+const OpDef& kFmod = register_op(binary_def("fmod"));
 const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
-                                               OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::GeluBackward>}});
+                                               OpKind::Compute, ops::broadcast_all});
 const OpDef& kGeluTanhBackward = register_op(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
-                                                   OpKind::Compute, ops::broadcast_all, {cpu::binary_kernel<BinaryOp::GeluTanhBackward>}});
-const OpDef& kEq = register_op(binary_def("eq", cpu::compare_kernel<CompareOp::Eq>, ops::broadcast_to_bool));
-const OpDef& kNe = register_op(binary_def("ne", cpu::compare_kernel<CompareOp::Ne>, ops::broadcast_to_bool));
-const OpDef& kLt = register_op(binary_def("lt", cpu::compare_kernel<CompareOp::Lt>, ops::broadcast_to_bool));
-const OpDef& kLe = register_op(binary_def("le", cpu::compare_kernel<CompareOp::Le>, ops::broadcast_to_bool));
-const OpDef& kGt = register_op(binary_def("gt", cpu::compare_kernel<CompareOp::Gt>, ops::broadcast_to_bool));
-const OpDef& kGe = register_op(binary_def("ge", cpu::compare_kernel<CompareOp::Ge>, ops::broadcast_to_bool));
-const OpDef& kAnd = register_op(binary_def("logical_and", cpu::compare_kernel<CompareOp::And>, ops::broadcast_to_bool));
-const OpDef& kOr = register_op(binary_def("logical_or", cpu::compare_kernel<CompareOp::Or>, ops::broadcast_to_bool));
-const OpDef& kXor = register_op(binary_def("logical_xor", cpu::compare_kernel<CompareOp::Xor>, ops::broadcast_to_bool));
+                                                   OpKind::Compute, ops::broadcast_all});
+const OpDef& kEq = register_op(binary_def("eq", ops::broadcast_to_bool));
+const OpDef& kNe = register_op(binary_def("ne", ops::broadcast_to_bool));
+const OpDef& kLt = register_op(binary_def("lt", ops::broadcast_to_bool));
+const OpDef& kLe = register_op(binary_def("le", ops::broadcast_to_bool));
+const OpDef& kGt = register_op(binary_def("gt", ops::broadcast_to_bool));
+const OpDef& kGe = register_op(binary_def("ge", ops::broadcast_to_bool));
+const OpDef& kAnd = register_op(binary_def("logical_and", ops::broadcast_to_bool));
+const OpDef& kOr = register_op(binary_def("logical_or", ops::broadcast_to_bool));
+const OpDef& kXor = register_op(binary_def("logical_xor", ops::broadcast_to_bool));
 
 std::vector<TensorMeta> where_shape(std::span<const Tensor> in, const Attrs& a) {
   auto m = ops::broadcast_all(in, a);
@@ -79,7 +75,7 @@ std::vector<TensorMeta> where_shape(std::span<const Tensor> in, const Attrs& a) 
   return m;
 }
 const OpDef& kWhere = register_op(OpDef{"where", "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
-                                        OpKind::Compute, where_shape, {cpu::where_kernel}});
+                                        OpKind::Compute, where_shape});
 
 // Ops that always compute in floating point (exp of an int tensor is float32).
 Tensor unary_float(const OpDef& op, const Tensor& x) {

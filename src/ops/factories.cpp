@@ -3,8 +3,7 @@
 // a tracer sees factories like any other op.
 #include <cmath>
 
-#include "kernels/cpu/convert.h"
-#include "kernels/cpu/kernels.h"
+#include "core/convert.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -16,15 +15,15 @@ std::vector<TensorMeta> to_copy_shape(std::span<const Tensor> in, const Attrs& a
   return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
 }
 const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, ScalarType dtype) -> Tensor",
-                                         OpKind::Compute, to_copy_shape, {cpu::copy_kernel}});
+                                         OpKind::Compute, to_copy_shape});
 
-OpDef factory(const char* name, const char* schema, KernelFn k) {
-  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs, {k}};
+OpDef factory(const char* name, const char* schema) {
+  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
 }
-const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar fill_value, *, ScalarType dtype) -> Tensor", cpu::fill_kernel));
-const OpDef& kArange = register_op(factory("arange", "arange(Scalar start, Scalar end, Scalar step, *, ScalarType dtype) -> Tensor", cpu::arange_kernel));
-const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start, Scalar end, int steps, *, ScalarType dtype) -> Tensor", cpu::linspace_kernel));
-const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor", cpu::eye_kernel));
+const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar fill_value, *, ScalarType dtype) -> Tensor"));
+const OpDef& kArange = register_op(factory("arange", "arange(Scalar start, Scalar end, Scalar step, *, ScalarType dtype) -> Tensor"));
+const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start, Scalar end, int steps, *, ScalarType dtype) -> Tensor"));
+const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor"));
 
 Tensor wrapped_fill(double value, DType dt) {
   // Straight to memory, past the modes: under kiln::compile a C++ number is
@@ -35,7 +34,7 @@ Tensor wrapped_fill(double value, DType dt) {
   Tensor t = empty({}, dt);
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
-    *reinterpret_cast<T*>(t.impl()->data()) = cpu::convert<T>(value);
+    *reinterpret_cast<T*>(t.impl()->data()) = convert<T>(value);
   });
   t.impl()->wrapped_number = true;
   return t;
@@ -49,7 +48,7 @@ Tensor wrapped_fill(double value, DType dt) {
 Tensor wrapped_number_as(const Tensor& x, DType dt) {
   const double v = visit_dtype(x.dtype(), [&](auto tag) {
     using S = decltype(tag);
-    return cpu::convert<double>(*reinterpret_cast<const S*>(x.impl()->data()));
+    return convert<double>(*reinterpret_cast<const S*>(x.impl()->data()));
   });
   return wrapped_fill(v, dt);
 }

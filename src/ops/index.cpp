@@ -1,6 +1,5 @@
 // Joining, splitting and indexing: cat, stack, split, chunk, gather,
 // scatter, index_select, tril/triu, sort, topk, argsort.
-#include "kernels/cpu/kernels.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -21,16 +20,15 @@ std::vector<TensorMeta> cat_shape(std::span<const Tensor> in, const Attrs& a) {
   else s[d] = total;
   return ops::one_output(s, a.get_dtype("dtype"));
 }
-const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim) -> Tensor", OpKind::Compute, cat_shape,
-                                      {cpu::cat_kernel}});
+const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim) -> Tensor", OpKind::Compute, cat_shape});
 
 std::vector<TensorMeta> gather_shape(std::span<const Tensor> in, const Attrs&) {
   return ops::one_output(in[1].sizes(), in[0].dtype());
 }
 const OpDef& kGather = register_op(OpDef{"gather", "gather(Tensor self, int dim, Tensor index) -> Tensor",
-                                         OpKind::Compute, gather_shape, {cpu::gather_kernel}});
+                                         OpKind::Compute, gather_shape});
 const OpDef& kScatter = register_op(OpDef{"scatter", "scatter(Tensor self, int dim, Tensor index, Tensor src, bool add) -> Tensor",
-                                          OpKind::Compute, ops::same_as_first, {cpu::scatter_kernel}});
+                                          OpKind::Compute, ops::same_as_first});
 
 std::vector<TensorMeta> index_select_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -38,9 +36,9 @@ std::vector<TensorMeta> index_select_shape(std::span<const Tensor> in, const Att
   return ops::one_output(s, in[0].dtype());
 }
 const OpDef& kIndexSelect = register_op(OpDef{"index_select", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
-                                              OpKind::Compute, index_select_shape, {cpu::index_select_kernel}});
+                                              OpKind::Compute, index_select_shape});
 const OpDef& kTriangle = register_op(OpDef{"triangle", "triangle(Tensor self, int diagonal, bool upper) -> Tensor",
-                                           OpKind::Compute, ops::same_as_first, {cpu::triangle_kernel}});
+                                           OpKind::Compute, ops::same_as_first});
 
 std::vector<TensorMeta> sort_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -48,7 +46,7 @@ std::vector<TensorMeta> sort_shape(std::span<const Tensor> in, const Attrs& a) {
   return {{s, in[0].dtype()}, {s, kInt64}};
 }
 const OpDef& kSort = register_op(OpDef{"sort", "sort(Tensor self, int dim, bool descending, bool stable, int k) -> (Tensor values, Tensor indices)",
-                                       OpKind::Compute, sort_shape, {cpu::sort_kernel}});
+                                       OpKind::Compute, sort_shape});
 
 void check_index(const Tensor& x, int64_t d, const Tensor& index, const char* op) {
   check(index.dtype() == kInt64 || index.dtype() == kInt32, op, "expected an int64 or int32 index but got ",

@@ -1,7 +1,6 @@
 // mm, bmm, matmul (torch.matmul's 1-D and batch-broadcast rules) and linear.
 // The kernel (kernels/cpu/matmul_kernel.cpp) sees (..., M, K) x (..., K, N)
 // with equal batch dims, broadcast ones having stride 0.
-#include "kernels/cpu/kernels.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -13,11 +12,11 @@ std::vector<TensorMeta> matmul_shape(std::span<const Tensor> in, const Attrs&) {
   return ops::one_output(s, in[0].dtype());
 }
 const OpDef& kMatmul = register_op(OpDef{"bmm_broadcast", "bmm_broadcast(Tensor self, Tensor mat2) -> Tensor",
-                                         OpKind::Compute, matmul_shape, {cpu::matmul_kernel}});
+                                         OpKind::Compute, matmul_shape});
 // kiln::compile's form of bmm_broadcast followed by a bias add (Note [Bias
 // in the GEMM] in kernels/cpu/matmul_kernel.cpp).
 const OpDef& kMatmulBias = register_op(OpDef{"bmm_bias", "bmm_bias(Tensor self, Tensor mat2, Tensor bias) -> Tensor",
-                                             OpKind::Compute, matmul_shape, {cpu::matmul_bias_kernel}});
+                                             OpKind::Compute, matmul_shape});
 
 void check_pair(const Tensor& a, const Tensor& b, const char* op) {
   check(a.dtype() == b.dtype(), op, "expected both operands to have the same dtype, but got ", a.dtype(), " and ",

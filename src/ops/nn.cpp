@@ -2,17 +2,16 @@
 // layer_norm, rms_norm, embedding, one_hot.
 #include <limits>
 
-#include "kernels/cpu/kernels.h"
 #include "ops/op_util.h"
 
 namespace kiln {
 namespace {
 
 const OpDef& kSoftmax = register_op(OpDef{"softmax", "softmax(Tensor self, int dim, bool log) -> Tensor",
-                                          OpKind::Compute, ops::same_as_first, {cpu::softmax_kernel}});
+                                          OpKind::Compute, ops::same_as_first});
 const OpDef& kLayerNorm = register_op(OpDef{"layer_norm",
                                             "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int n, float eps, bool rms) -> Tensor",
-                                            OpKind::Compute, ops::same_as_first, {cpu::layer_norm_kernel}});
+                                            OpKind::Compute, ops::same_as_first});
 
 std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&) {
   Shape s = in[1].sizes();
@@ -20,7 +19,7 @@ std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&
   return ops::one_output(s, in[0].dtype());
 }
 const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weight, Tensor indices) -> Tensor",
-                                            OpKind::Compute, embedding_shape, {cpu::embedding_kernel}});
+                                            OpKind::Compute, embedding_shape});
 
 std::vector<TensorMeta> one_hot_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -28,7 +27,7 @@ std::vector<TensorMeta> one_hot_shape(std::span<const Tensor> in, const Attrs& a
   return ops::one_output(s, kInt64);
 }
 const OpDef& kOneHot = register_op(OpDef{"one_hot", "one_hot(Tensor self, int num_classes) -> Tensor",
-                                         OpKind::Compute, one_hot_shape, {cpu::one_hot_kernel}});
+                                         OpKind::Compute, one_hot_shape});
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";

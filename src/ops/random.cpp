@@ -3,7 +3,6 @@
 // and the sequence of calls, never on the thread count.
 #include <mutex>
 
-#include "kernels/cpu/kernels.h"
 #include "kiln/runtime.h"
 #include "ops/op_util.h"
 
@@ -12,11 +11,11 @@ namespace {
 
 std::mutex gen_mu;
 
-OpDef random_def(const char* name, const char* schema, KernelFn k) {
-  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs, {k}};
+OpDef random_def(const char* name, const char* schema) {
+  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
 }
-const OpDef& kRand = register_op(random_def("rand", "rand(int[] size, int seed, int offset, bool normal, *, ScalarType dtype) -> Tensor", cpu::rand_kernel));
-const OpDef& kRandint = register_op(random_def("randint", "randint(int low, int high, int[] size, int seed, int offset, *, ScalarType dtype) -> Tensor", cpu::randint_kernel));
+const OpDef& kRand = register_op(random_def("rand", "rand(int[] size, int seed, int offset, bool normal, *, ScalarType dtype) -> Tensor"));
+const OpDef& kRandint = register_op(random_def("randint", "randint(int low, int high, int[] size, int seed, int offset, *, ScalarType dtype) -> Tensor"));
 
 std::vector<TensorMeta> multinomial_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -24,7 +23,7 @@ std::vector<TensorMeta> multinomial_shape(std::span<const Tensor> in, const Attr
   return ops::one_output(s, kInt64);
 }
 const OpDef& kMultinomial = register_op(OpDef{"multinomial", "multinomial(Tensor self, int num_samples, bool replacement, int seed, int offset) -> Tensor",
-                                              OpKind::Compute, multinomial_shape, {cpu::multinomial_kernel}});
+                                              OpKind::Compute, multinomial_shape});
 
 // Seed and first counter for a call needing n counters.
 Attrs draw(int64_t n) {

@@ -4,28 +4,26 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/kernels.h"
 #include "ops/op_util.h"
 
 namespace kiln {
 namespace {
 
-using cpu::ReduceOp;
 
 std::vector<TensorMeta> reduce_shape(std::span<const Tensor> in, const Attrs& a) {
   return ops::one_output(ops::reduced_shape(in[0].sizes(), a.get_shape("dims"), a.get_bool("keepdim")), a.get_dtype("dtype"));
 }
 
-OpDef reduce_def(const char* name, KernelFn k) {
+OpDef reduce_def(const char* name) {
   return OpDef{name, std::string(name) + "(Tensor self, int[] dims, bool keepdim, *, ScalarType dtype) -> Tensor",
-               OpKind::Compute, reduce_shape, {k}};
+               OpKind::Compute, reduce_shape};
 }
-const OpDef& kSum = register_op(reduce_def("sum", cpu::reduce_kernel<ReduceOp::Sum>));
-const OpDef& kProd = register_op(reduce_def("prod", cpu::reduce_kernel<ReduceOp::Prod>));
-const OpDef& kAmax = register_op(reduce_def("amax", cpu::reduce_kernel<ReduceOp::Max>));
-const OpDef& kAmin = register_op(reduce_def("amin", cpu::reduce_kernel<ReduceOp::Min>));
-const OpDef& kAll = register_op(reduce_def("all", cpu::reduce_kernel<ReduceOp::All>));
-const OpDef& kAny = register_op(reduce_def("any", cpu::reduce_kernel<ReduceOp::Any>));
+const OpDef& kSum = register_op(reduce_def("sum"));
+const OpDef& kProd = register_op(reduce_def("prod"));
+const OpDef& kAmax = register_op(reduce_def("amax"));
+const OpDef& kAmin = register_op(reduce_def("amin"));
+const OpDef& kAll = register_op(reduce_def("all"));
+const OpDef& kAny = register_op(reduce_def("any"));
 
 std::vector<TensorMeta> arg_reduce_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -33,13 +31,13 @@ std::vector<TensorMeta> arg_reduce_shape(std::span<const Tensor> in, const Attrs
   return {{s, in[0].dtype()}, {s, kInt64}};
 }
 const OpDef& kMaxDim = register_op(OpDef{"max_min_dim", "max_min_dim(Tensor self, int dim, bool largest) -> (Tensor values, Tensor indices)",
-                                         OpKind::Compute, arg_reduce_shape, {cpu::arg_reduce_kernel}});
+                                         OpKind::Compute, arg_reduce_shape});
 
 std::vector<TensorMeta> cumsum_shape(std::span<const Tensor> in, const Attrs& a) {
   return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
 }
 const OpDef& kCumsum = register_op(OpDef{"cumsum", "cumsum(Tensor self, int dim, bool reverse, *, ScalarType dtype) -> Tensor",
-                                         OpKind::Compute, cumsum_shape, {cpu::cumsum_kernel}});
+                                         OpKind::Compute, cumsum_shape});
 
 Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype) {
   const Shape d = ops::reduction_dims(x, dims, op.name.c_str());

@@ -1,6 +1,7 @@
 // The dispatcher: one entry point that a mode can intercept for every op.
 #include <set>
 
+#include "autograd/graph.h"
 #include "kiln/attention.h"
 #include "test_util.h"
 
@@ -94,6 +95,32 @@ TEST(Dispatcher, EveryOpHasASchemaAndShapeFunction) {
   }
   EXPECT_NE(find_op("add"), nullptr);
   EXPECT_EQ(find_op("no_such_op"), nullptr);
+  // Every CPU kernel registration names a declared op.
+  EXPECT_EQ(kernels_without_op(), std::vector<std::string>{});
+}
+
+void double_it(const OpCall& c) { c.outputs[0].copy_(c.inputs[0] * 2.0); }
+void triple_it(const OpCall& c) { c.outputs[0].copy_(c.inputs[0] * 3.0); }
+std::vector<TensorMeta> same_shape(std::span<const Tensor> in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
+
+// A device's kernel folder binds kernels by op name, before or after the
+// op's declaration (static initialisation runs translation units in any order).
+TEST(Dispatcher, KernelsBindToOpsInEitherOrder) {
+  register_kernel("test_kernel_first", Device::CPU, double_it);
+  EXPECT_EQ(kernels_without_op(), std::vector<std::string>{"test_kernel_first"});
+  const OpDef& first = register_op(OpDef{"test_kernel_first", "test_kernel_first(Tensor self) -> Tensor", OpKind::Compute, same_shape});
+  EXPECT_EQ(kernels_without_op(), std::vector<std::string>{});
+  const OpDef& second = register_op(OpDef{"test_op_first", "test_op_first(Tensor self) -> Tensor", OpKind::Compute, same_shape});
+  // Declared without gradients, as every op must declare (Autograd.EveryOpHasABackwardEntry).
+  autograd::register_nondifferentiable("test_kernel_first");
+  autograd::register_nondifferentiable("test_op_first");
+  const Tensor x = randn({3, 5});
+  expect_error([&] { dispatch1(second, {x}); }, {"[test_op_first]", "has no kernel for device cpu"});
+  register_kernel("test_op_first", Device::CPU, triple_it);
+  expect_close(dispatch1(first, {x}), values(x * 2.0), 0, 0, "kernel bound before the op");
+  expect_close(dispatch1(second, {x}), values(x * 3.0), 0, 0, "kernel bound after the op");
+  expect_error([] { register_kernel("test_op_first", Device::CPU, double_it); },
+               {"[register_kernel]", "test_op_first", "two kernels for device cpu"});
 }
 
 TEST(Dispatcher, ShapeFunctionAloneGivesOutputMetadata) {

@@ -3,7 +3,7 @@
 // scalar functors in strided loops.
 #include <limits>
 
-#include "kernels/cpu/convert.h"
+#include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/scalar_functors.h"

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/philox.h"
-#include "kernels/cpu/convert.h"
+#include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 

@@ -1,4 +1,4 @@
-// The CPU kernels the op table points at. Each reads its inputs, attributes
+// The CPU kernels (bound to their ops in registrations.cpp). Each reads its inputs, attributes
 // and preallocated outputs from an OpCall; shapes and dtypes were already
 // checked by the op's front end and shape function.
 #pragma once

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/aligned_buffer.h"
-#include "kernels/cpu/convert.h"
+#include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 

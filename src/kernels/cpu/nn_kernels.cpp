@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/convert.h"
+#include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd.h"

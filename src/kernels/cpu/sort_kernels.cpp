@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/philox.h"
-#include "kernels/cpu/convert.h"
+#include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 

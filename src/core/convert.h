@@ -1,4 +1,5 @@
-// Value conversion between element types, with PyTorch's rules: to bool is
+// Value conversion between element types (a dtype matter, so in core: kernels
+// and op front ends both use it), with PyTorch's rules: to bool is
 // "not zero", 16-bit floats go through float32.
 #pragma once
 #include <cmath>
@@ -7,7 +8,7 @@
 
 #include "kiln/dtype.h"
 
-namespace kiln::cpu {
+namespace kiln {
 
 template <typename T>
 constexpr bool is_16bit_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
@@ -42,4 +43,4 @@ inline T clamp_bound(double v) {
   }
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln

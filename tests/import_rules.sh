@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The one-way rules between layers (docs/ARCHITECTURE.md), checked on the
+# sources' #include lines: an op front end never reaches a device's kernels
+# (kernels bind themselves to ops by name, src/kernels/cpu/registrations.cpp),
+# and kernels never reach up into the op front ends, autograd or compile.
+# Usage: import_rules.sh path/to/repository
+set -uo pipefail
+cd "$1" || exit 2
+violations=0
+
+# forbid DIR REGEX WHY: no file under DIR has an #include matching REGEX.
+forbid() {
+  local dir=$1 pattern=$2 why=$3 hits
+  hits=$(grep -rnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[\"<]($pattern)" "$dir" || true)
+  if [ -n "$hits" ]; then
+    echo "import rule broken: $why"
+    echo "$hits"
+    violations=$((violations + 1))
+  fi
+}
+
+forbid src/ops 'kernels/' "src/ops includes a kernel header (kernels register themselves by op name)"
+forbid src/kernels 'ops/|autograd/|compile/|kiln/(ops|autograd|compile|nn|optim|gpt)\.h' \
+  "src/kernels includes an op front end, autograd or compile header"
+
+# The rules must see the tree: a wrong path would pass vacuously.
+[ -f src/kernels/cpu/registrations.cpp ] && [ -d src/ops ] || { echo "import_rules.sh: not a kiln tree: $PWD"; exit 2; }
+if [ "$violations" -ne 0 ]; then exit 1; fi
+echo "import rules hold"
