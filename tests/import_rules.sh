@@ -2,7 +2,8 @@
 # The one-way rules between layers (docs/ARCHITECTURE.md), checked on the
 # sources' #include lines: an op front end never reaches a device's kernels
 # (kernels bind themselves to ops by name, src/kernels/cpu/registrations.cpp),
-# and kernels never reach up into the op front ends, autograd or compile.
+# kernels never reach up into the op front ends, autograd or compile, and
+# core (storage, dtypes, allocator, threads) includes nothing above it.
 # Usage: import_rules.sh path/to/repository
 set -uo pipefail
 cd "$1" || exit 2
@@ -22,6 +23,8 @@ forbid() {
 forbid src/ops 'kernels/' "src/ops includes a kernel header (kernels register themselves by op name)"
 forbid src/kernels 'ops/|autograd/|compile/|kiln/(ops|autograd|compile|nn|optim|gpt)\.h' \
   "src/kernels includes an op front end, autograd or compile header"
+forbid src/core 'ops/|kernels/|dispatch/|autograd/|compile/|attention/|nn/|optim/|io/|kiln/(ops|dispatch|autograd|autograd_function|compile|nn|optim|gpt|io|attention[a-z_]*|paged_attention)\.h' \
+  "src/core includes a header above it"
 
 # The rules must see the tree: a wrong path would pass vacuously.
 [ -f src/kernels/cpu/registrations.cpp ] && [ -d src/ops ] || { echo "import_rules.sh: not a kiln tree: $PWD"; exit 2; }

@@ -1,9 +1,9 @@
-// Tensor metadata accessors, typed element access, and the methods that
-// forward to free-function ops.
+// Tensor metadata accessors and typed element access. The methods that
+// forward to ops live with the ops (src/ops/tensor_methods.cpp and the op
+// families' files): core includes nothing above it.
 #include "kiln/tensor.h"
 
 #include "core/convert.h"
-#include "kiln/ops.h"
 
 namespace kiln {
 
@@ -74,19 +74,5 @@ KILN_INSTANTIATE(BFloat16)
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)
 #undef KILN_INSTANTIATE
-
-Tensor Tensor::sum(Shape dims, bool keepdim) const { return kiln::sum(*this, std::move(dims), keepdim); }
-Tensor Tensor::mean(Shape dims, bool keepdim) const { return kiln::mean(*this, std::move(dims), keepdim); }
-Tensor Tensor::max() const { return kiln::max(*this); }
-Tensor Tensor::min() const { return kiln::min(*this); }
-Tensor Tensor::abs() const { return kiln::abs(*this); }
-Tensor Tensor::exp() const { return kiln::exp(*this); }
-Tensor Tensor::log() const { return kiln::log(*this); }
-Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
-Tensor Tensor::neg() const { return kiln::neg(*this); }
-Tensor Tensor::pow(Scalar e) const { return kiln::pow(*this, e); }
-Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
-Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
-Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim) const { return kiln::argmax(*this, d, keepdim); }
 
 }  // namespace kiln
