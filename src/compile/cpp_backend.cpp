@@ -1,185 +1,26 @@
-// The "cpp" backend: float32 elementwise nodes over one iteration space,
-// with the row sums and norms between them, become one generated C++ loop
-// nest, so their intermediates are never written to memory (Note [Loop
-// groups]). The source is compiled with the system compiler into a shared
-// object cached on disk under $KILN_CACHE_DIR (default ~/.cache/kiln), keyed
-// by a hash of source, compiler and flags, and loaded with dlopen; a second
-// run or process compiles nothing. Writes go to a file unique to the process
-// and are renamed into place, so processes compiling the same kernel at once
-// never see a partial file. A failing compiler leaves the graph to the
-// interpreter, with a warning. The loop runs over [lo, hi) so kiln's thread
-// pool splits it.
+// The "cpp" backend's code generation: float32 elementwise nodes over one
+// iteration space, with the row sums and norms between them, become one
+// generated C++ loop nest, so their intermediates are never written to
+// memory (Note [Loop groups]). The op math is in cpp_expressions.cpp; the
+// source is built and cached by the toolchain (cpp_toolchain.cpp: a failing
+// compiler leaves the graph to the interpreter, with a warning), and each
+// loop run over [lo, hi) chunks of kiln's thread pool by the runtime
+// (cpp_runtime.cpp).
 #include <dlfcn.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
 
-#include "graph.h"
-#include "kiln/profiler.h"
-#include "kiln/runtime.h"
+#include "cpp_expressions.h"
+#include "cpp_kernel.h"
 
 namespace kiln::compiler::detail {
-
-using FusedFn = void (*)(const float* const* in, const float* scalars, float* const* out, int64_t lo, int64_t hi);
-
-// A loaded shared object, closed when the last plan using it goes: a
-// process compiling graphs for long (a tester, a server with changing
-// shapes) would otherwise run out of memory mappings (vm.max_map_count).
-struct SharedObject {
-  void* handle;
-  explicit SharedObject(void* h) : handle(h) {}
-  ~SharedObject() { ::dlclose(handle); }
-  SharedObject(const SharedObject&) = delete;
-  SharedObject& operator=(const SharedObject&) = delete;
-};
-
-struct FusedKernel {
-  std::vector<int> nodes;    // in order; run one by one when the loop cannot be used
-  std::vector<int> inputs;   // tensor inputs
-  // Per input: how the loop indexes it, 'j' per element (rows * cols
-  // elements), 'r' per row (rows elements), 'c' per column (cols elements),
-  // 'q' as rows of `width` elements placed in a column range (the input of
-  // a slice_backward over the last dim).
-  std::vector<char> index;
-  std::vector<int64_t> width;
-  std::vector<int> scalars;  // 0-dim inputs, read once per call
-  std::vector<int> outputs;  // values needed after the loop
-  // Per output: the index in inputs of the graph input it overwrites in
-  // place (the loop writes a written-back value straight into its
-  // destination, Note [Writes to real tensors]), or -1.
-  std::vector<int> in_place;
-  // A value whose shape is the iteration space: rows of `cols` elements
-  // (its last dim). cols == 0: one flat loop over all elements.
-  int space_value = -1;
-  int64_t cols = 0;
-  // A norm computed row by row at the head of the loop: its input, weight
-  // and bias (-1 when absent).
-  int row_x = -1, row_w = -1, row_b = -1;
-  // Reshapes inside the loop whose results are needed after it: run as
-  // views of their (stored) source once the loop is done.
-  std::vector<std::pair<int, int>> views_after;  // (node, its input)
-  std::vector<int> col_sums;  // outputs (indices) that are ColSums: out[] holds the chunks' partial rows
-  std::string symbol;
-  FusedFn fn = nullptr;
-  std::shared_ptr<SharedObject> library;  // holds fn's code loaded
-};
-
 namespace {
 
-// C++ for one elementwise op on operands a (and b); empty when not fusable.
-std::string expression(const TracedNode& n, const std::string& a, const std::string& b) {
-  const std::string& op = n.op->name;
-  auto num = [](double x) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.9ef", x);
-    return std::string(buf);
-  };
-  if (op == "add") return a + " + " + num(n.attrs.get_double("alpha")) + " * " + b;
-  if (op == "sub") return a + " - " + num(n.attrs.get_double("alpha")) + " * " + b;
-  if (op == "mul") return a + " * " + b;
-  if (op == "div") return a + " / " + b;
-  if (op == "neg") return "-" + a;
-  if (op == "abs") return "__builtin_fabsf(" + a + ")";
-  if (op == "exp") return "expf(" + a + ")";
-  if (op == "log") return "logf(" + a + ")";
-  if (op == "sqrt") return "__builtin_sqrtf(" + a + ")";
-  if (op == "rsqrt") return "1.0f / __builtin_sqrtf(" + a + ")";
-  if (op == "reciprocal") return "1.0f / " + a;
-  if (op == "sin") return "sinf(" + a + ")";
-  if (op == "cos") return "cosf(" + a + ")";
-  if (op == "tanh") return "tanhf(" + a + ")";
-  if (op == "erf") return "erff(" + a + ")";
-  if (op == "square") return a + " * " + a;
-  // The sigmoids and GELUs in the forms eager's kernels use (Note [Float32
-  // at the edges]): no overflow of e^-x, no cancellation in 1 + erf(x).
-  if (op == "sigmoid") return "kiln_sigmoid_times(" + a + ", 1.0f)";
-  if (op == "silu") return "kiln_sigmoid_times(" + a + ", " + a + ")";
-  if (op == "relu") return a + " > 0.0f ? " + a + " : (" + a + " != " + a + " ? " + a + " : 0.0f)";
-  if (op == "gelu") return "0.5f * " + a + " * erfcf(" + a + " * -0.70710678f)";
-  if (op == "gelu_backward")  // a * gelu'(b)
-    return "(" + a + ") * (0.5f * erfcf(" + b + " * -0.70710678f) + " + b + " * expf(-0.5f * " + b + " * " + b +
-           ") * 0.3989422804f)";
-  // The tanh GELU through one exponential: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u))
-  // and 1 - tanh(u)^2 = 4 s (1 - s) for that s; libmvec's tanhf made these
-  // loops 2.6x slower than the eager kernels (Highway's Tanh). The
-  // exponential is kiln_exp2 (see the prelude) of -2u log2(e), the constant
-  // folded: 14-20% faster than libmvec's expf in norm_gelu_block's loop, and
-  // as accurate, the float rounding of u being already in the argument.
-  const std::string exp_m2u = "kiln_exp2(-2.302208198f * (x_ + 0.044715f * x_ * x_ * x_))";
-  if (op == "gelu_tanh_backward")
-    return "({ const float x_ = (" + b + "); const float s_ = 1.0f / (1.0f + " + exp_m2u + "); (" + a +
-           ") * (s_ + 2.0f * x_ * s_ * (1.0f - s_) * 0.7978845608f * (1.0f + 0.134145f * x_ * x_)); })";
-  // Forward, x / (1 + 2^z) with z = -2u log2(e). Where eager's x s(2u) is a
-  // negative subnormal (x in about [-10.7, -10]) 2^z overflows, so above
-  // z = 64 both sides are scaled by 2^-64 (exactly: x is then below -5):
-  // x 2^-64 / (2^-64 + 2^(z - 64)), one division still. Eager's own form
-  // (2^-|z|, a select of two quotients) made norm_gelu_block 35% slower.
-  if (op == "gelu_tanh")
-    return "({ const float x_ = (" + a + "); const float z_ = -2.302208198f * (x_ + 0.044715f * x_ * x_ * x_); "
-           "const bool big_ = z_ > 64.0f; const float k_ = big_ ? 5.421010862427522e-20f : 1.0f; "
-           "(x_ * k_) / (k_ + kiln_exp2(big_ ? z_ - 64.0f : z_)); })";
-  return "";
-}
-
-// 2^z inlined into the loops (a call into libmvec costs more than this
-// polynomial): z is clamped to [-126, 128], so 2^z saturates at 2^-126 below
-// and is +inf from z = 127.5 up (NaN stays NaN); below that it is within
-// 1 ulp (0.83 at worst over 2^24 points of [-126, 127.5]). z = k + f with k = round(z) (the 1.5 * 2^23 shift leaves k
-// in the low mantissa bits of t), |f| <= 1/2; 2^f by its Taylor series to
-// degree 7 (terms ln(2)^i / i!, truncation below 6e-9), 2^k by building the
-// float's exponent field.
-const char* const kExp2Source = R"(static inline float kiln_sigmoid_times(float x, float factor) {
-  // e^-|x|: 1 / (1 + e^-x) above 0, e^x / (1 + e^x) below. Below e^-87 the
-  // result is subnormal, which the vector expf flushes to 0 where the eager
-  // kernel keeps it (log(sigmoid(-95)) is -95, not -inf): there e^(-|x| + 64 ln 2),
-  // the result scaled by 2^-64 last, rounding into the subnormals.
-  const float m = x < 0.0f ? x : -x;
-  const bool tiny = m < -87.0f;
-  const float e0 = expf(tiny ? m + 44.36141955583649f : m), s = tiny ? 5.421010862427522e-20f : 1.0f;
-  // The factor goes in before the 2^-64, as in the eager kernel; one division for both sides.
-  const float q = (x >= 0.0f ? factor : factor * e0) / (1.0f + e0 * s);
-  return x >= 0.0f ? q : q * s;
-}
-
-static inline float kiln_exp2(float z) {
-  z = z < -126.0f ? -126.0f : z;
-  z = z > 128.0f ? 128.0f : z;
-  const float t = z + 12582912.0f;
-  const float f = z - (t - 12582912.0f);
-  float p = 1.525273380e-05f;
-  p = p * f + 1.540353039e-04f;
-  p = p * f + 1.333355815e-03f;
-  p = p * f + 9.618129108e-03f;
-  p = p * f + 5.550410866e-02f;
-  p = p * f + 2.402265070e-01f;
-  p = p * f + 6.931471806e-01f;
-  p = p * f + 1.0f;
-  return p * __builtin_bit_cast(float, (__builtin_bit_cast(int32_t, t) - 0x4B400000 + 127) << 23);
-}
-
-)";
-
-int arity(const std::string& op) {
-  return op == "add" || op == "sub" || op == "mul" || op == "div" || op == "gelu_backward" || op == "gelu_tanh_backward"
-             ? 2
-             : 1;
-}
-
-const Shape& sizes_of(const Trace& t, int v) {
-  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].sizes() : t.values[v]->sizes;
-}
 DType dtype_of_value(const Trace& t, int v) {
   return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].dtype() : t.values[v]->dtype;
 }
@@ -219,8 +60,6 @@ bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 
 // operands the loop is one flat pass over all elements.
 enum class Role : uint8_t { Elem, RowElem, RowSum, ColSum, Head, Norm };
 
-// Rows per call of a row loop (a fixed chunk: ColSum's partial rows).
-int64_t chunk_rows(int64_t cols) { return std::max<int64_t>(1, 32768 / cols); }
 struct Space {
   int64_t rows = 0, cols = 0;
 };
@@ -328,92 +167,6 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
     if (!plain_f32(t, v) || a == 0 || (per_row && a != 'j')) return std::nullopt;
   }
   return elem ? Role::Elem : Role::RowElem;
-}
-
-std::string cache_dir() {
-  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/kiln";
-}
-
-void make_dirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
-}
-
-std::atomic<int64_t> compiler_run_count{0}, fused_run_count{0};
-
-// Loaded shared objects by cache file, while some plan uses them.
-std::mutex so_mu;
-std::map<std::string, std::weak_ptr<SharedObject>>& loaded() {
-  static std::map<std::string, std::weak_ptr<SharedObject>> m;
-  return m;
-}
-
-// What -march=native compiles for: the CPU's model and feature flags (x86
-// "model name" and "flags", Arm "CPU part" and "Features"). Part of the
-// disk cache key, so a cache directory shared between machines (a home on
-// NFS) never hands one CPU code built for another's instructions (SIGILL).
-const std::string& cpu_identity() {
-  static const std::string id = [] {
-    std::ifstream info("/proc/cpuinfo");
-    std::string line, out;
-    while (std::getline(info, line)) {
-      const std::string key = line.substr(0, line.find(':'));
-      for (const char* want : {"model name", "flags", "CPU implementer", "CPU part", "Features"})
-        if (key.rfind(want, 0) == 0 && out.find(line) == std::string::npos) out += line + "\n";
-    }
-    return out;
-  }();
-  return id;
-}
-
-// The shared object for `source`, from the disk cache or compiled now.
-std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::string* warning) {
-  const char* cxx_env = std::getenv("KILN_CXX");
-  const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
-  // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
-  // -ffp-contract=off: eager rounds a * b before adding c, and so must the
-  // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
-  const std::string flags = "-O3 -march=native -mprefer-vector-width=512 -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
-  const std::string libs = "-lmvec -lm";
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "%016zx",
-                std::hash<std::string>{}(source + "\n" + cxx + "\n" + flags + "\n" + cpu_identity()));
-  const std::string dir = cache_dir(), so = dir + "/" + hash + ".so";
-  std::lock_guard<std::mutex> lock(so_mu);
-  if (auto it = loaded().find(so); it != loaded().end())
-    if (std::shared_ptr<SharedObject> open = it->second.lock()) return open;
-  if (::access(so.c_str(), R_OK) != 0) {
-    make_dirs(dir);
-    const std::string tmp = dir + "/" + hash + "." + std::to_string(::getpid()) + ".tmp";
-    {
-      std::ofstream f(tmp + ".cpp");
-      f << source;
-    }
-    const std::string cmd = cxx + " " + flags + " -o " + tmp + ".so " + tmp + ".cpp " + libs + " 2>" + tmp + ".log";
-    compiler_run_count++;
-    const int rc = std::system(cmd.c_str());
-    std::ifstream log(tmp + ".log");
-    const std::string diag((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    std::remove((tmp + ".cpp").c_str());
-    std::remove((tmp + ".log").c_str());
-    if (rc != 0) {
-      std::remove((tmp + ".so").c_str());
-      *warning = "the C++ compiler failed (" + cmd + "): " + diag.substr(0, 300) + "; running the graph with the interpreter";
-      return nullptr;
-    }
-    std::rename((tmp + ".so").c_str(), so.c_str());  // atomic: readers see all of it or nothing
-  }
-  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    *warning = std::string("cannot load ") + so + ": " + ::dlerror() + "; running the graph with the interpreter";
-    return nullptr;
-  }
-  auto opened = std::make_shared<SharedObject>(h);
-  std::erase_if(loaded(), [](const auto& entry) { return entry.second.expired(); });
-  loaded()[so] = opened;
-  return opened;
 }
 
 }  // namespace
@@ -656,7 +409,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
       << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\nextern \"C\" {\n";
   for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff", "erfcf"})
     src << "#pragma omp declare simd notinbranch\nfloat " << f << "(float);\n";
-  src << "}\n\n" << kExp2Source;
+  src << "}\n\n" << kLoopPrelude;
   // Whether something after group g in the schedule reads value v.
   const Schedule sched{t, plan, groups};
   auto read_after_group = [&](size_t g, int v) {
@@ -934,93 +687,6 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   }
   plan.order = std::move(order);
   plan.fused = std::move(fused);
-}
-
-const std::vector<int>& fused_nodes(const FusedKernel& k) { return k.nodes; }
-int64_t compiler_runs() { return compiler_run_count.load(); }
-int64_t fused_loop_runs() { return fused_run_count.load(); }
-
-bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) {
-  // The structure key fixes dtypes and layouts, but not every size under
-  // dynamic shapes: check before trusting the loop.
-  const Shape& shape = sizes_of(t, k.space_value);
-  const int64_t n = shape_numel(shape);
-  const int64_t cols = k.cols > 0 ? shape.back() : n;
-  if (k.cols > 0 && cols != k.cols) return false;
-  const int64_t rows = cols > 0 ? n / cols : 0;
-  std::vector<const float*> in;
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const Tensor& x = vals[k.inputs[i]];
-    const int64_t want = k.index[i] == 'j' ? n : k.index[i] == 'r' ? rows : k.index[i] == 'q' ? rows * k.width[i] : cols;
-    if (x.dtype() != kFloat32 || x.numel() != want || !x.is_contiguous()) return false;
-    in.push_back(x.data_ptr<float>());
-  }
-  for (int v : {k.row_x, k.row_w, k.row_b}) {
-    if (v < 0) continue;
-    const Tensor& x = vals[v];
-    if (x.dtype() != kFloat32 || x.numel() != (v == k.row_x ? n : cols) || !x.is_contiguous()) return false;
-    in.push_back(x.data_ptr<float>());
-  }
-  std::vector<float> scalars;
-  for (int v : k.scalars) {
-    if (vals[v].numel() != 1) return false;
-    scalars.push_back(vals[v].item<float>());
-  }
-  // An input overwritten in place must not overlap the others (the loop
-  // declares them __restrict); only flat loops write in place.
-  for (int over : k.in_place) {
-    if (over < 0) continue;
-    const float* a = in[static_cast<size_t>(over)];
-    for (size_t i = 0; i < k.inputs.size(); ++i)
-      if (static_cast<int>(i) != over && in[i] < a + n && a < in[i] + n) return false;
-  }
-  const FusedFn fn = k.fn;
-  fused_run_count++;
-  const int64_t chunk = k.cols > 0 ? chunk_rows(k.cols) : 0, chunks = k.cols > 0 ? (rows + chunk - 1) / chunk : 0;
-  std::vector<float*> out;
-  std::vector<Tensor> partial(k.outputs.size());
-  for (size_t o = 0; o < k.outputs.size(); ++o) {
-    const int v = k.outputs[o];
-    if (std::count(k.col_sums.begin(), k.col_sums.end(), static_cast<int>(o))) {
-      partial[o] = empty({std::max<int64_t>(chunks, 1), cols}, kFloat32);
-      out.push_back(partial[o].data_ptr<float>());
-      continue;
-    }
-    vals[v] = k.in_place[o] >= 0 ? vals[k.inputs[static_cast<size_t>(k.in_place[o])]] : empty(sizes_of(t, v), kFloat32);
-    out.push_back(vals[v].data_ptr<float>());
-  }
-  const bool timed = profiler::enabled();
-  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  if (k.cols == 0) {
-    parallel_for(0, n, 32768, [&](int64_t lo, int64_t hi) { fn(in.data(), scalars.data(), out.data(), lo, hi); });
-  } else {
-    parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t ch = b; ch < e; ++ch)
-        fn(in.data(), scalars.data(), out.data(), ch * chunk, std::min(rows, (ch + 1) * chunk));
-    });
-  }
-  for (size_t o = 0; o < k.outputs.size(); ++o) {
-    if (!partial[o].defined()) continue;
-    // The chunks' partial rows, added in chunk order.
-    Tensor result = zeros(sizes_of(t, k.outputs[o]), kFloat32);
-    float* r = result.data_ptr<float>();
-    const float* p = partial[o].data_ptr<float>();
-    for (int64_t ch = 0; ch < chunks; ++ch)
-      for (int64_t c = 0; c < cols; ++c) r[c] += p[ch * cols + c];
-    vals[k.outputs[o]] = result;
-  }
-  if (timed) {  // "loop(add,mul,sum,...) [shape]"
-    std::string key = "loop(";
-    for (size_t i = 0; i < k.nodes.size() && i < 8; ++i) key.append(i ? "," : "").append(t.nodes[k.nodes[i]].op->name);
-    key.append(k.nodes.size() > 8 ? ",...) " : ") ").append(shape_str(shape));
-    profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  for (const auto& [node, source] : k.views_after) {
-    const TracedNode& n = t.nodes[node];
-    const Tensor src[] = {vals[source]};
-    vals[n.outputs[0]] = run_kernel(*n.op, src, n.attrs)[0];
-  }
-  return true;
 }
 
 }  // namespace kiln::compiler::detail

@@ -1,6 +1,7 @@
 // kiln::compile: compiled results equal eager ones (values and gradients),
 // graph breaks resume or raise as asked, and graphs are cached and guarded.
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -777,6 +778,42 @@ TEST_F(Compile, DiskCacheServesASecondProcess) {
   auto f = compile(fn);
   expect_same(f(x), fn(x), "from the disk cache");
   EXPECT_EQ(compiler::detail::compiler_runs(), before);  // the child's shared object was reused
+}
+
+// The disk cache key holds what the compiler says it is: after an upgrade
+// (the same command, another --version) the loops are built again.
+TEST_F(Compile, DiskCacheTellsCompilersApart) {
+  char dir[] = "/tmp/kiln-cxx-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string script = std::string(dir) + "/c++", version = std::string(dir) + "/version";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nif [ \"$1\" = --version ]; then cat " << version << "; exit 0; fi\nexec c++ \"$@\"\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  setenv("KILN_CXX", script.c_str(), 1);
+  auto fn = [](const Tensor& x) { return sigmoid(x * 0.75 - 0.25) * x + 1.5; };
+  const Tensor x = randn({50});
+  // Compiles in a child process whose compiler says `says`; true when it ran the compiler.
+  auto child_compiled = [&](const char* says) {
+    std::ofstream(version) << says << "\n";
+    const pid_t child = fork();
+    if (child == 0) {
+      const int64_t before = compiler::detail::compiler_runs();  // the parent's count, inherited
+      auto f = compile(fn);
+      const bool ok = f(x).sizes() == x.sizes();
+      _exit(!ok ? 2 : compiler::detail::compiler_runs() > before ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) < 2) << says;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  EXPECT_TRUE(child_compiled("compiler 1.0"));
+  EXPECT_FALSE(child_compiled("compiler 1.0")) << "the same compiler reuses the cache";
+  EXPECT_TRUE(child_compiled("compiler 2.0")) << "another compiler builds again";
+  unsetenv("KILN_CXX");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Compile, BrokenCompilerFallsBackToTheInterpreterWithAWarning) {
