@@ -23,14 +23,21 @@
 int main(int argc, char** argv) {
   uint64_t first = 0, count = 100;
   double seconds = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--first")) first = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--count")) count = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::strtod(argv[i + 1], nullptr);
+  bool print_only = false;  // --print: list the programs, run none (to compare generator versions)
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--print")) print_only = true;
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--first")) first = std::strtoull(argv[++i], nullptr, 10);
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--count")) count = std::strtoull(argv[++i], nullptr, 10);
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--seconds")) seconds = std::strtod(argv[++i], nullptr);
     else {
-      std::fprintf(stderr, "usage: %s [--first N] [--count N] [--seconds S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--first N] [--count N] [--seconds S] [--print]\n", argv[0]);
       return 2;
     }
+  }
+  if (print_only) {
+    for (uint64_t seed = first; seed < first + count; ++seed)
+      std::printf("%s", kiln::test::random_program(seed).to_string().c_str());
+    return 0;
   }
   // Generated loops go to a cache of this run's own, removed at the end.
   char dir[] = "/tmp/kiln-differential-XXXXXX";

@@ -94,7 +94,21 @@ class Generator {
     const int first_inputs = 1 + pick(3);
     for (int i = 0; i < first_inputs; ++i) new_input(random_shape());
     const int steps = 3 + pick(12);
-    for (int s = 0; s < steps; ++s) step();
+    for (int s = 0; s < steps; ++s) {
+      // A step whose values would exceed kMaxElements in either table (a
+      // broadcast of two flattened dims: program 63552 needed 5 GB) is
+      // taken back; programs without one are as before.
+      const Program before = p_;
+      const size_t values = shapes_.size();
+      step();
+      for (size_t v = values; v < shapes_.size(); ++v)
+        if (largest_numel(shapes_[v]) > kMaxElements) {
+          p_ = before;
+          shapes_.resize(values);
+          overlapping_.resize(values);
+          break;
+        }
+    }
     // Outputs: the last value and up to two more, preferring late ones.
     const int n = static_cast<int>(shapes_.size());
     p_.outputs.push_back(n - 1);
@@ -110,6 +124,12 @@ class Generator {
   int pick(int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng_)); }
   bool chance(double q) { return std::uniform_real_distribution<double>(0, 1)(rng_) < q; }
   int sym() { return 1 + pick(kSymbols - 1); }
+  static constexpr int64_t kMaxElements = int64_t{1} << 22;
+  int64_t largest_numel(const SymShape& s) const {
+    int64_t most = 0;
+    for (int table = 0; table < 2; ++table) most = std::max(most, shape_numel(Sizes{p_, table}.shape(s)));
+    return most;
+  }
   SymShape random_shape() {
     SymShape s;
     for (int d = 1 + pick(3); d > 0; --d) s.push_back(chance(0.2) ? 0 : sym());
