@@ -15,6 +15,10 @@
 
 namespace kiln {
 
+namespace autograd {
+struct BackwardDef;  // src/autograd/graph.h
+}
+
 using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string>;
 
 // Non-tensor arguments of an op call, by name. Small: a linear search is
@@ -74,6 +78,10 @@ struct OpDef {
   ShapeFn shape = nullptr;  // required: it alone must be enough to trace the op
   // Per device, filled by register_kernel (view ops have none).
   std::array<KernelFn, kNumDevices> kernels{};
+  // The backward formula, set by autograd::register_backward (null: none
+  // declared, which a test forbids); read on every recorded call, so held
+  // here rather than looked up by name.
+  const autograd::BackwardDef* backward = nullptr;
 };
 
 // Declares an op once, at static-initialisation time; the reference stays
@@ -85,8 +93,11 @@ const OpDef& register_op(OpDef def);
 void register_kernel(std::string_view name, Device device, KernelFn fn);
 const OpDef* find_op(std::string_view name);
 std::vector<const OpDef*> all_ops();
-// Kernels bound to names no op declares (a typo in a registration): empty
-// in a correct build; a test checks it.
+// Gives op `name` its backward formula (autograd::register_backward calls
+// it), in either order with the op's register_op; `def` lives forever.
+void set_backward(std::string_view name, const autograd::BackwardDef* def);
+// Kernels or backwards bound to names no op declares (a typo in a
+// registration): empty in a correct build; a test checks it.
 std::vector<std::string> kernels_without_op();
 
 // Runs an op. `out` empty: outputs are allocated from the shape function.

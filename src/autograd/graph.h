@@ -84,7 +84,6 @@ struct BackwardDef {
 
 void register_backward(const std::string& op, BackwardFn fn, uint8_t save);
 void register_nondifferentiable(const std::string& op);
-const BackwardDef* find_backward(const std::string& op);  // null: no entry at all
 
 // The AccumulateGrad node of a leaf (created on first use).
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);

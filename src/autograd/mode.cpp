@@ -6,7 +6,7 @@
 // by a copy into the destination, whose history is then rebased onto the
 // new node (so a.add_(b) differentiates like a = a + b).
 #include <mutex>
-#include <unordered_map>
+#include <map>
 
 #include "autograd/graph.h"
 #include "kiln/error.h"
@@ -187,7 +187,7 @@ class AutogradMode final : public DispatchMode {
     bool any = false;
     for (const Tensor& t : in) any = any || wants_grad(t);
     if (!grad_enabled || !any) return dispatch(op, in, attrs, out);
-    const autograd::BackwardDef* def = autograd::find_backward(op.name);
+    const autograd::BackwardDef* def = op.backward;
     check(def != nullptr, op.name.c_str(), "has no backward formula registered (autograd cannot record it)");
     if (!def->fn) return dispatch(op, in, attrs, out);  // integer or index outputs
 
@@ -247,7 +247,7 @@ class AutogradMode final : public DispatchMode {
       for (const Tensor& o : out)
         if (t.impl()->storage == o.impl()->storage) t = t.clone();
     std::vector<Tensor> results = dispatch(op, values, attrs, {});
-    record(op, *autograd::find_backward(op.name), in, values, attrs, results);
+    record(op, *op.backward, in, values, attrs, results);
     for (size_t i = 0; i < out.size(); ++i) {
       {
         NoGradGuard no_grad;
@@ -273,9 +273,10 @@ struct InstallMode {
   AutogradMode mode;
 } install_mode;
 
+// Storage for the formulas; each op holds a pointer to its own (OpDef::backward).
 struct Registry {
   std::mutex mu;
-  std::unordered_map<std::string, autograd::BackwardDef> defs;
+  std::map<std::string, autograd::BackwardDef> defs;
 };
 Registry& registry() {
   static Registry r;
@@ -291,16 +292,12 @@ namespace autograd {
 
 void register_backward(const std::string& op, BackwardFn fn, uint8_t save) {
   std::lock_guard<std::mutex> lock(registry().mu);
-  registry().defs[op] = BackwardDef{fn, save};
+  BackwardDef& def = registry().defs[op];  // a node of a map: its address stays
+  def = BackwardDef{fn, save};
+  set_backward(op, &def);
 }
 
 void register_nondifferentiable(const std::string& op) { register_backward(op, nullptr, kSaveNone); }
-
-const BackwardDef* find_backward(const std::string& op) {
-  std::lock_guard<std::mutex> lock(registry().mu);
-  auto it = registry().defs.find(op);
-  return it == registry().defs.end() ? nullptr : &it->second;
-}
 
 }  // namespace autograd
 }  // namespace kiln

@@ -180,7 +180,7 @@ void differentiate(const Trace& t, const std::vector<int>& order, const std::vec
     bool any = false;
     for (int in : node.inputs) any = any || req[plan.rep[in]];
     if (!node.grad_enabled || !any) continue;
-    defs[n] = autograd::find_backward(node.op->name);
+    defs[n] = node.op->backward;
     if (!defs[n]) throw NotTraceable{"'" + node.op->name + "' has no backward formula"};
     if (!defs[n]->fn) continue;
     for (int o : node.outputs) req[o] = is_floating(meta_of(o).dtype);

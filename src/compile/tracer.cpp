@@ -383,7 +383,7 @@ class Tracer : public DispatchMode {
     check(value_grad_[r], "backward", "element 0 of tensors does not require grad and does not have a grad_fn");
     const int nv = trace_.num_values();  // values from here on are the backward's
     for (const TracedNode& node : trace_.nodes)
-      if (node.grad_enabled && !autograd::find_backward(node.op->name)) return false;
+      if (node.grad_enabled && !node.op->backward) return false;
     if (gradient.defined())
       check(gradient.sizes() == root.sizes(), "backward", "gradient has shape ", shape_text(gradient.sizes()),
             " but the output has shape ", shape_text(root.sizes()));
@@ -405,7 +405,7 @@ class Tracer : public DispatchMode {
       bool any_grad = false;
       for (int o : node.outputs) any_grad = any_grad || grad[o].defined();
       if (!node.grad_enabled || !any_grad) continue;
-      const autograd::BackwardDef* def = autograd::find_backward(node.op->name);
+      const autograd::BackwardDef* def = node.op->backward;
       if (!def->fn) continue;
       const std::vector<Tensor> gin = call_formula(*def, node, node.inputs, handle, meta, value_grad_, grad);
       for (size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {

@@ -58,8 +58,12 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
-  // Kernels registered before their op's declaration, by op name.
-  std::map<std::string, std::array<KernelFn, kNumDevices>, std::less<>> early_kernels;
+  // Kernels and backwards registered before their op's declaration, by op name.
+  struct Early {
+    std::array<KernelFn, kNumDevices> kernels{};
+    const autograd::BackwardDef* backward = nullptr;
+  };
+  std::map<std::string, Early, std::less<>> early;
 };
 
 Registry& registry() {
@@ -103,10 +107,11 @@ const OpDef& register_op(OpDef def) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto [it, inserted] = r.ops.emplace(def.name, nullptr);
   check(inserted, "register_op", "op '", def.name, "' is registered twice");
-  if (auto early = r.early_kernels.find(def.name); early != r.early_kernels.end()) {
+  if (auto early = r.early.find(def.name); early != r.early.end()) {
     for (int d = 0; d < kNumDevices; ++d)
-      if (early->second[d]) def.kernels[d] = early->second[d];
-    r.early_kernels.erase(early);
+      if (early->second.kernels[d]) def.kernels[d] = early->second.kernels[d];
+    if (early->second.backward) def.backward = early->second.backward;
+    r.early.erase(early);
   }
   it->second = std::make_unique<OpDef>(std::move(def));
   return *it->second;
@@ -118,16 +123,23 @@ void register_kernel(std::string_view name, Device device, KernelFn fn) {
   std::lock_guard<std::mutex> lock(r.mu);
   const int d = static_cast<int>(device);
   auto it = r.ops.find(name);
-  KernelFn& slot = it != r.ops.end() ? it->second->kernels[d] : r.early_kernels[std::string(name)][d];
+  KernelFn& slot = it != r.ops.end() ? it->second->kernels[d] : r.early[std::string(name)].kernels[d];
   check(slot == nullptr, "register_kernel", "op '", name, "' has two kernels for device ", device_name(device));
   slot = fn;
+}
+
+void set_backward(std::string_view name, const autograd::BackwardDef* def) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  (it != r.ops.end() ? it->second->backward : r.early[std::string(name)].backward) = def;
 }
 
 std::vector<std::string> kernels_without_op() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
-  for (const auto& [name, kernels] : r.early_kernels) names.push_back(name);
+  for (const auto& [name, early] : r.early) names.push_back(name);
   return names;
 }
 
