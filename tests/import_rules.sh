@@ -2,8 +2,9 @@
 # The one-way rules between layers (docs/ARCHITECTURE.md), checked on the
 # sources' #include lines: an op front end never reaches a device's kernels
 # (kernels bind themselves to ops by name, src/kernels/cpu/registrations.cpp),
-# kernels never reach up into the op front ends, autograd or compile, and
-# core (storage, dtypes, allocator, threads) includes nothing above it.
+# kernels never reach up into the op front ends, autograd or compile, core
+# (storage, dtypes, allocator, threads) includes nothing above it, and the
+# public headers include no source header.
 # Usage: import_rules.sh path/to/repository
 set -uo pipefail
 cd "$1" || exit 2
@@ -25,6 +26,10 @@ forbid src/kernels 'ops/|autograd/|compile/|kiln/(ops|autograd|compile|nn|optim|
   "src/kernels includes an op front end, autograd or compile header"
 forbid src/core 'ops/|kernels/|dispatch/|autograd/|compile/|attention/|nn/|optim/|io/|kiln/(ops|dispatch|autograd|autograd_function|compile|nn|optim|gpt|io|attention[a-z_]*|paged_attention)\.h' \
   "src/core includes a header above it"
+# Public headers include only public headers (their internals are under
+# include/kiln/detail/, shipped with them) and never the sources' headers.
+forbid include/kiln '(core|ops|kernels|dispatch|autograd|compile|attention|io|nn|optim)/' \
+  "a public header includes a header from src/"
 
 # The rules must see the tree: a wrong path would pass vacuously.
 [ -f src/kernels/cpu/registrations.cpp ] && [ -d src/ops ] || { echo "import_rules.sh: not a kiln tree: $PWD"; exit 2; }

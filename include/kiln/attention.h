@@ -2,7 +2,7 @@
 // attention with a user score_mod(score, b, h, q_idx, kv_idx) and a block-
 // sparse mask built from mask_mod(b, h, q_idx, kv_idx). The mods are template
 // parameters, so the compiler inlines them into the kernel loops.
-// Kernels: kiln/attention_kernels.h (tiled forward and backward built on one
+// Kernels: kiln/detail/attention_*.h (tiled forward and backward built on one
 // SIMD GEMM micro-kernel, flash decoding); paged KV cache:
 // kiln/paged_attention.h.
 #pragma once
@@ -219,7 +219,7 @@ struct FlexOptions {
   bool return_lse = false;
   // Flash decoding: split the KV sequence into this many partitions, run in
   // parallel and merged through their LSEs. 0 = automatic (see
-  // Note [Flash decoding] in attention_kernels.h), 1 = never split (the
+  // Note [Flash decoding] in detail/attention_decode.h), 1 = never split (the
   // general tiled kernel).
   int64_t kv_partitions = 0;
 };
@@ -231,4 +231,94 @@ struct FlexOutput {
 
 }  // namespace kiln
 
-#include "kiln/attention_kernels.h"
+// The kernels and op glue these templates instantiate.
+#include "kiln/detail/attention_op.h"
+
+namespace kiln {
+
+// Evaluates mask_mod on every (q, kv) of every block pair and classifies the
+// blocks. Q_LEN and KV_LEN need not be multiples of block_size.
+template <class MaskMod>
+BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int64_t q_len, int64_t kv_len,
+                                     int64_t block_size = 128) {
+  check(B >= 1 && H >= 1 && q_len >= 0 && kv_len >= 0 && block_size >= 1, "create_block_mask",
+        "invalid sizes B=", B, " H=", H, " Q_LEN=", q_len, " KV_LEN=", kv_len, " block_size=", block_size);
+  // The lists depend on no tensor of the program (a mask_mod reading one
+  // took its data pointer already), so they are built as real tensors even
+  // while kiln::compile traces: no graph break.
+  ModesOffGuard concrete;
+  BlockMask<MaskMod> m(mask_mod);
+  m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
+  const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
+  m.kv_num_blocks = zeros({B, H, nq}, kInt32);
+  m.full_kv_num_blocks = zeros({B, H, nq}, kInt32);
+  m.kv_indices = zeros({B, H, nq, std::max<int64_t>(nk, 1)}, kInt32);
+  m.full_kv_indices = zeros({B, H, nq, std::max<int64_t>(nk, 1)}, kInt32);
+  int32_t* pn = m.kv_num_blocks.template data_ptr<int32_t>();
+  int32_t* fn = m.full_kv_num_blocks.template data_ptr<int32_t>();
+  int32_t* pi = m.kv_indices.template data_ptr<int32_t>();
+  int32_t* fi = m.full_kv_indices.template data_ptr<int32_t>();
+  // The bits of each row's partial blocks, gathered per row, then packed
+  // into m.partial_bits (BlockMaskData) unless they would be too large.
+  const int64_t words = m.bit_words(), block_words = block_size * words;
+  std::vector<std::vector<uint64_t>> row_bits(static_cast<size_t>(B * H * nq));
+  parallel_for(0, B * H * nq, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<uint64_t> bits(static_cast<size_t>(block_words));
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t b = row / (H * nq), h = (row / nq) % H, qb = row % nq;
+      for (int64_t kb = 0; kb < nk; ++kb) {
+        int64_t on = 0, total = 0;
+        std::fill(bits.begin(), bits.end(), uint64_t{0});
+        for (int64_t q = qb * block_size; q < std::min(q_len, (qb + 1) * block_size); ++q)
+          for (int64_t kv = kb * block_size; kv < std::min(kv_len, (kb + 1) * block_size); ++kv) {
+            const int64_t j = kv - kb * block_size;
+            if (mask_mod(b, h, q, kv)) {
+              ++on;
+              bits[static_cast<size_t>((q - qb * block_size) * words + j / 64)] |= uint64_t{1} << (j % 64);
+            }
+            ++total;
+          }
+        if (on == 0) continue;
+        if (on == total) {
+          fi[row * std::max<int64_t>(nk, 1) + fn[row]++] = static_cast<int32_t>(kb);
+        } else {
+          pi[row * std::max<int64_t>(nk, 1) + pn[row]++] = static_cast<int32_t>(kb);
+          row_bits[static_cast<size_t>(row)].insert(row_bits[static_cast<size_t>(row)].end(), bits.begin(), bits.end());
+        }
+      }
+    }
+  });
+  const int64_t most = B * H * nq == 0 ? 0 : *std::max_element(pn, pn + B * H * nq);
+  if (most > 0 && B * H * nq * most * block_words * 8 <= BlockMaskData::kMaxPartialBitsBytes) {
+    m.partial_bits = zeros({B, H, nq, most, block_size, words}, kInt64);
+    auto* dst = reinterpret_cast<uint64_t*>(m.partial_bits.template data_ptr<int64_t>());
+    for (int64_t row = 0; row < B * H * nq; ++row)
+      std::copy(row_bits[static_cast<size_t>(row)].begin(), row_bits[static_cast<size_t>(row)].end(),
+                dst + row * most * block_words);
+  }
+  m.build_transposed();
+  return m;
+}
+
+// q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev); k and v may have
+// batch 1 (broadcast, as for a shared or paged cache). Differentiable in q,
+// k, v, the tensors a score mod names in learned() (HasLearnedTensors) and
+// the CapturedTensors it reads (Note [Tensors a score_mod captures]).
+template <class ScoreMod, class MaskMod>
+FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod,
+                          const BlockMask<MaskMod>& block_mask, FlexOptions options = {}) {
+  if (q.dtype() == kFloat64) return attention_detail::run<double>(q, k, v, score_mod, block_mask, options);
+  return attention_detail::run<float>(q, k, v, score_mod, block_mask, options);
+}
+
+// Without a block mask: every position attends to every position.
+template <class ScoreMod = NoScoreMod>
+FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreMod score_mod = {},
+                          FlexOptions options = {}) {
+  check(q.dim() == 4 && k.dim() == 4, "flex_attention", "expected 4-D q and k but got ", shape_text(q.sizes()), " and ",
+        shape_text(k.sizes()));
+  const auto m = create_block_mask(NoopMask{}, 1, 1, q.size(2), k.size(2));
+  return flex_attention(q, k, v, score_mod, m, options);
+}
+
+}  // namespace kiln

@@ -11,7 +11,7 @@
 
 #include "kiln/dtype.h"
 #include "kiln/error.h"
-#include "kiln/tensor_impl.h"
+#include "kiln/detail/tensor_impl.h"
 
 namespace kiln {
 

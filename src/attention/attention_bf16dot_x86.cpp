@@ -22,7 +22,7 @@
 #include <limits>
 #include <vector>
 
-#include "kiln/attention_simd.h"
+#include "kiln/detail/attention_simd.h"
 
 #define KILN_BF16DOT __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 

@@ -1,5 +1,5 @@
 // SIMD inner loops of FlexAttention, compiled per Highway target. The
-// templated kernels (kiln/attention_kernels.h) keep the mods and the block
+// templated kernels (kiln/detail/attention_*.h) keep the mods and the block
 // walk; these do the arithmetic that does not depend on the mods.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/attention_simd.cpp"
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kiln/attention_simd.h"
+#include "kiln/detail/attention_simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::attention_simd::HWY_NAMESPACE {

@@ -1,5 +1,5 @@
 // flex_attention as dispatcher ops (Note [flex_attention as an op] in
-// kiln/attention_kernels.h): the registry of per-mod kernels, the ops'
+// kiln/detail/attention_op.h): the registry of per-mod kernels, the ops'
 // shape functions and the backward formula.
 #include <mutex>
 

@@ -36,7 +36,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/aligned_buffer.h"
+#include "kiln/detail/aligned_buffer.h"
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 

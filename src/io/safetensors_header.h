@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/tensor_impl.h"
+#include "kiln/detail/tensor_impl.h"
 
 namespace kiln::io::detail {
 

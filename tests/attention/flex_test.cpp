@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "kiln/attention.h"
-#include "kiln/attention_simd.h"
+#include "kiln/detail/attention_simd.h"
 #include "test_util.h"
 
 namespace kiln::test {

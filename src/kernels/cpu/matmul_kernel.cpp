@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kiln/aligned_buffer.h"
+#include "kiln/detail/aligned_buffer.h"
 #include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
