@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "kiln/schema.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -82,6 +83,9 @@ struct OpDef {
   // declared, which a test forbids); read on every recorded call, so held
   // here rather than looked up by name.
   const autograd::BackwardDef* backward = nullptr;
+  // `schema` parsed by register_op (which refuses a malformed one, or one
+  // naming another op).
+  Schema parsed;
 };
 
 // Declares an op once, at static-initialisation time; the reference stays

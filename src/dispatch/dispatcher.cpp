@@ -103,6 +103,8 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 
 const OpDef& register_op(OpDef def) {
   check(def.shape != nullptr, "register_op", "op '", def.name, "' has no shape function");
+  def.parsed = parse_schema(def.schema);
+  check(def.parsed.name == def.name, "register_op", "op '", def.name, "' has the schema of '", def.parsed.name, "'");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto [it, inserted] = r.ops.emplace(def.name, nullptr);

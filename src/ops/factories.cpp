@@ -20,10 +20,10 @@ const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, Scal
 OpDef factory(const char* name, const char* schema) {
   return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
 }
-const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar fill_value, *, ScalarType dtype) -> Tensor"));
-const OpDef& kArange = register_op(factory("arange", "arange(Scalar start, Scalar end, Scalar step, *, ScalarType dtype) -> Tensor"));
-const OpDef& kLinspace = register_op(factory("linspace", "linspace(Scalar start, Scalar end, int steps, *, ScalarType dtype) -> Tensor"));
-const OpDef& kEye = register_op(factory("eye", "eye(int n, int m, *, ScalarType dtype) -> Tensor"));
+const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar value, *, ScalarType dtype) -> Tensor"));
+const OpDef& kArange = register_op(factory("arange", "arange(int[] size, Scalar start, Scalar step, *, ScalarType dtype) -> Tensor"));
+const OpDef& kLinspace = register_op(factory("linspace", "linspace(int[] size, Scalar start, Scalar end, *, ScalarType dtype) -> Tensor"));
+const OpDef& kEye = register_op(factory("eye", "eye(int[] size, *, ScalarType dtype) -> Tensor"));
 
 Tensor wrapped_fill(double value, DType dt) {
   // Straight to memory, past the modes: under kiln::compile a C++ number is

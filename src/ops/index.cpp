@@ -20,7 +20,7 @@ std::vector<TensorMeta> cat_shape(std::span<const Tensor> in, const Attrs& a) {
   else s[d] = total;
   return ops::one_output(s, a.get_dtype("dtype"));
 }
-const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim) -> Tensor", OpKind::Compute, cat_shape});
+const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim, *, ScalarType dtype) -> Tensor", OpKind::Compute, cat_shape});
 
 std::vector<TensorMeta> gather_shape(std::span<const Tensor> in, const Attrs&) {
   return ops::one_output(in[1].sizes(), in[0].dtype());

@@ -10,7 +10,7 @@ namespace {
 const OpDef& kSoftmax = register_op(OpDef{"softmax", "softmax(Tensor self, int dim, bool log) -> Tensor",
                                           OpKind::Compute, ops::same_as_first});
 const OpDef& kLayerNorm = register_op(OpDef{"layer_norm",
-                                            "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int n, float eps, bool rms) -> Tensor",
+                                            "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int n, float eps, bool rms, bool has_weight, bool has_bias) -> Tensor",
                                             OpKind::Compute, ops::same_as_first});
 
 std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&) {

@@ -214,7 +214,7 @@ const OpDef& kSlice = register_op(view_def("slice", "slice(Tensor(a) self, int d
 const OpDef& kSelect = register_op(view_def("select", "select(Tensor(a) self, int dim, int index) -> Tensor(a)", select_shape));
 const OpDef& kSqueeze = register_op(view_def("squeeze", "squeeze(Tensor(a) self, int? dim) -> Tensor(a)", squeeze_shape));
 const OpDef& kUnsqueeze = register_op(view_def("unsqueeze", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_shape));
-const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)", unfold_shape));
+const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, int dim, int size, int step) -> Tensor(a)", unfold_shape));
 const OpDef& kAsStrided = register_op(view_def("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)", as_strided_shape));
 const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
 // detach is its own op, not an alias whose history is dropped afterwards,

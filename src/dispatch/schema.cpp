@@ -1,0 +1,158 @@
+// The schema parser (kiln/schema.h): a small recursive descent over
+//   name(arg, arg, *, arg=default, ...) -> ret | (ret name, ret)
+// where a type is a word, an optional alias `(a)` / `(a!)`, an optional
+// list `[]` / `[N]` and an optional `?`.
+#include "kiln/schema.h"
+
+#include <cctype>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+const char* arg_type_name(ArgType t) {
+  switch (t) {
+    case ArgType::Tensor: return "Tensor";
+    case ArgType::TensorList: return "Tensor[]";
+    case ArgType::Int: return "int";
+    case ArgType::IntList: return "int[]";
+    case ArgType::Float: return "float";
+    case ArgType::Bool: return "bool";
+    case ArgType::Scalar: return "Scalar";
+    case ArgType::ScalarType: return "ScalarType";
+    case ArgType::String: return "str";
+  }
+  return "?";
+}
+
+const SchemaArg* Schema::find(std::string_view arg_name) const {
+  for (const SchemaArg& a : arguments)
+    if (a.name == arg_name) return &a;
+  return nullptr;
+}
+
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : s_(text) {}
+
+  Schema parse() {
+    Schema out;
+    out.name = word("the op's name");
+    expect('(');
+    bool kwarg_only = false;
+    if (!accept(')')) {
+      do {
+        skip_space();
+        if (accept('*')) {
+          kwarg_only = true;
+          continue;
+        }
+        if (s_.substr(pos_).starts_with("...")) {
+          pos_ += 3;
+          out.varargs = true;
+          continue;
+        }
+        SchemaArg a = type();
+        a.name = word("an argument name");
+        a.kwarg_only = kwarg_only;
+        if (accept('=')) a.default_value = default_value();
+        for (const SchemaArg& b : out.arguments)
+          if (b.name == a.name) fail_at("argument '" + a.name + "' appears twice");
+        out.arguments.push_back(std::move(a));
+      } while (accept(','));
+      expect(')');
+    }
+    expect('-');
+    expect('>');
+    if (accept('(')) {
+      do {
+        SchemaArg r = type();
+        skip_space();
+        if (pos_ < s_.size() && is_word_char(s_[pos_])) r.name = word("a return name");
+        out.returns.push_back(std::move(r));
+      } while (accept(','));
+      expect(')');
+    } else {
+      out.returns.push_back(type());
+    }
+    skip_space();
+    if (pos_ != s_.size()) fail_at("unexpected text after the returns");
+    return out;
+  }
+
+ private:
+  static bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+  void skip_space() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!accept(c)) fail_at(std::string("expected '") + c + "'");
+  }
+  std::string word(const char* what) {
+    skip_space();
+    const size_t start = pos_;
+    while (pos_ < s_.size() && is_word_char(s_[pos_])) ++pos_;
+    if (pos_ == start) fail_at(std::string("expected ") + what);
+    return std::string(s_.substr(start, pos_ - start));
+  }
+  std::string default_value() {
+    skip_space();
+    const size_t start = pos_;
+    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != ')') ++pos_;
+    if (pos_ == start) fail_at("expected a default value");
+    std::string v(s_.substr(start, pos_ - start));
+    while (!v.empty() && v.back() == ' ') v.pop_back();
+    return v;
+  }
+  SchemaArg type() {
+    SchemaArg a;
+    const std::string base = word("a type");
+    if (accept('(')) {  // alias annotation
+      a.alias = word("an alias name");
+      if (accept('!')) a.alias += '!';
+      expect(')');
+    }
+    bool list = false;
+    if (accept('[')) {
+      list = true;
+      skip_space();
+      const size_t start = pos_;
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+      if (pos_ > start) a.fixed_size = std::stoll(std::string(s_.substr(start, pos_ - start)));
+      expect(']');
+    }
+    a.optional = accept('?');
+    if (base == "Tensor") a.type = list ? ArgType::TensorList : ArgType::Tensor;
+    else if (base == "int") a.type = list ? ArgType::IntList : ArgType::Int;
+    else if (list) fail_at("a list of " + base + " is not supported");
+    else if (base == "float") a.type = ArgType::Float;
+    else if (base == "bool") a.type = ArgType::Bool;
+    else if (base == "Scalar") a.type = ArgType::Scalar;
+    else if (base == "ScalarType") a.type = ArgType::ScalarType;
+    else if (base == "str") a.type = ArgType::String;
+    else fail_at("unknown type '" + base + "'");
+    return a;
+  }
+  [[noreturn]] void fail_at(const std::string& what) const {
+    fail("schema", "in '", s_, "' at ", pos_, ": ", what);
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Schema parse_schema(std::string_view text) { return Parser(text).parse(); }
+
+}  // namespace kiln
