@@ -81,7 +81,7 @@ std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::stri
   // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
   // -ffp-contract=off: eager rounds a * b before adding c, and so must the
   // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
-  const std::string flags = "-O3 -march=native -mprefer-vector-width=512 -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
+  const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
   const std::string libs = "-lmvec -lm";
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx",
