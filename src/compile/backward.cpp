@@ -298,7 +298,7 @@ std::shared_ptr<BackwardGraph> compile_backward(const Trace& t, const std::vecto
     if (r >= 0) used[g->plan.rep[r]] = true;
   for (size_t s = 0; s < g->bind.size(); ++s)
     if (g->bind[s] >= 0 && used[g->slot_value[s]]) g->saved.push_back(g->bind[s]);
-  if (backend == "cpp") generate_cpp(bt, g->plan, warning);
+  compile_backend(backend)(bt, g->plan, warning);
   std::vector<bool> results(bt.num_values(), false);
   for (int r : g->results)
     if (r >= 0) results[g->plan.rep[r]] = true;

@@ -383,6 +383,8 @@ void fold_bias_adds(const Trace& t, Plan& plan) {
 
 }  // namespace
 
+namespace {
+
 void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   fold_bias_adds(t, plan);
   // Uses of each value outside its node, to know what a loop must write.
@@ -688,5 +690,9 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   plan.order = std::move(order);
   plan.fused = std::move(fused);
 }
+
+const bool cpp_registered = (register_compile_backend("cpp", generate_cpp), true);
+
+}  // namespace
 
 }  // namespace kiln::compiler::detail

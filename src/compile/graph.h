@@ -153,11 +153,17 @@ bool is_constant(const Plan& plan, int v);
 // Buffer reuse: fills plan.frees, after the backend fixed plan.order.
 // Values in `keep` (read after the plan ran) are never freed.
 void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep);
-// The cpp backend: fuses elementwise chains in `plan` into generated C++
-// (compiled, cached on disk, loaded). On failure it leaves the plan to the
-// interpreter and says why in *warning.
-void generate_cpp(const Trace& t, Plan& plan, std::string* warning);
-// Differentiates the plan's graph (before generate_cpp) by tracing the ops'
+// A compile backend: takes over the nodes of a simplified plan it can run
+// faster (fills plan.fused, may reorder plan.order); what it leaves runs
+// through the interpreter. On failure it leaves the plan as it was and says
+// why in *warning. Registered by name (backends.cpp): "interpreter" takes
+// nothing, "cpp" (cpp_backend.cpp) fuses elementwise chains into generated
+// C++ (compiled, cached on disk, loaded).
+using BackendFn = void (*)(const Trace& t, Plan& plan, std::string* warning);
+void register_compile_backend(const std::string& name, BackendFn generate);
+// The backend registered as `name`; a kiln::Error listing the known ones otherwise.
+BackendFn compile_backend(const std::string& name);
+// Differentiates the plan's graph (before the backend runs) by tracing the ops'
 // backward formulas, and compiles the result with `backend`. Sets
 // plan.backward and plan.saved, or plan.backward_note when some formula
 // cannot be traced. See Note [Compiled backward] in backward.cpp.

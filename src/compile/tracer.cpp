@@ -168,8 +168,7 @@ class CallSite {
 };
 
 std::shared_ptr<CallSite> make_call_site(const CompileOptions& options) {
-  check(options.backend == "cpp" || options.backend == "interpreter", "compile", "unknown backend '",
-        options.backend, "': expected \"cpp\" or \"interpreter\"");
+  compile_backend(options.backend);  // refuses an unknown name, listing the known ones
   check(options.mode == "default", "compile", "mode '", options.mode, "' is not supported",
         options.mode == "reduce-overhead" || options.mode == "max-autotune" || options.mode == "max-autotune-no-cudagraphs"
             ? " on kiln's CPU backends"
@@ -759,7 +758,7 @@ class Tracer : public DispatchMode {
     // Formulas bake sizes into attributes: with dynamic dims the graph is
     // replayed through autograd instead (Note [Compiled backward]).
     if (records_grad(trace_) && !any_dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
-    if (site_.options.backend == "cpp") generate_cpp(trace_, *plan, &warning);
+    compile_backend(site_.options.backend)(trace_, *plan, &warning);
     std::vector<bool> keep = trace_.live;  // handed to the program, or read by the backward
     for (size_t v = 0; v < plan->saved.size(); ++v) keep[v] = keep[v] || plan->saved[v];
     for (int v = 0; v < trace_.num_values(); ++v) keep[plan->rep[v]] = keep[plan->rep[v]] || trace_.live[v];
