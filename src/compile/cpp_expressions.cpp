@@ -39,10 +39,11 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
            ") * 0.3989422804f)";
   // The tanh GELU through one exponential: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u))
   // and 1 - tanh(u)^2 = 4 s (1 - s) for that s; libmvec's tanhf made these
-  // loops 2.6x slower than the eager kernels (Highway's Tanh). The
+  // loops several times slower than the eager kernels (Highway's Tanh). The
   // exponential is kiln_exp2 (see the prelude) of -2u log2(e), the constant
-  // folded: 14-20% faster than libmvec's expf in norm_gelu_block's loop, and
-  // as accurate, the float rounding of u being already in the argument.
+  // folded: faster than libmvec's expf in norm_gelu_block's loop, and as
+  // accurate, the float rounding of u being already in the argument
+  // (measurements: git log of BENCHMARKS.md).
   const std::string exp_m2u = "kiln_exp2(-2.302208198f * (x_ + 0.044715f * x_ * x_ * x_))";
   if (op == "gelu_tanh_backward")
     return "({ const float x_ = (" + b + "); const float s_ = 1.0f / (1.0f + " + exp_m2u + "); (" + a +
@@ -51,7 +52,7 @@ std::string expression(const TracedNode& n, const std::string& a, const std::str
   // negative subnormal (x in about [-10.7, -10]) 2^z overflows, so above
   // z = 64 both sides are scaled by 2^-64 (exactly: x is then below -5):
   // x 2^-64 / (2^-64 + 2^(z - 64)), one division still. Eager's own form
-  // (2^-|z|, a select of two quotients) made norm_gelu_block 35% slower.
+  // (2^-|z|, a select of two quotients) made norm_gelu_block much slower.
   if (op == "gelu_tanh")
     return "({ const float x_ = (" + a + "); const float z_ = -2.302208198f * (x_ + 0.044715f * x_ * x_ * x_); "
            "const bool big_ = z_ > 64.0f; const float k_ = big_ ? 5.421010862427522e-20f : 1.0f; "
