@@ -85,7 +85,7 @@ struct OpDef {
   const autograd::BackwardDef* backward = nullptr;
   // `schema` parsed by register_op (which refuses a malformed one, or one
   // naming another op).
-  Schema parsed;
+  Schema parsed{};
 };
 
 // Declares an op once, at static-initialisation time; the reference stays
