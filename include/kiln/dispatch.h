@@ -102,7 +102,7 @@ std::vector<const OpDef*> all_ops();
 void set_backward(std::string_view name, const autograd::BackwardDef* def);
 // Kernels or backwards bound to names no op declares (a typo in a
 // registration): empty in a correct build; a test checks it.
-std::vector<std::string> kernels_without_op();
+std::vector<std::string> registrations_without_op();
 
 // Runs an op. `out` empty: outputs are allocated from the shape function.
 // Otherwise `out` holds one tensor per output, of the predicted shape and

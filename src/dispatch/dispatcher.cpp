@@ -137,7 +137,7 @@ void set_backward(std::string_view name, const autograd::BackwardDef* def) {
   (it != r.ops.end() ? it->second->backward : r.early[std::string(name)].backward) = def;
 }
 
-std::vector<std::string> kernels_without_op() {
+std::vector<std::string> registrations_without_op() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;

@@ -96,7 +96,7 @@ TEST(Dispatcher, EveryOpHasASchemaAndShapeFunction) {
   EXPECT_NE(find_op("add"), nullptr);
   EXPECT_EQ(find_op("no_such_op"), nullptr);
   // Every CPU kernel registration names a declared op.
-  EXPECT_EQ(kernels_without_op(), std::vector<std::string>{});
+  EXPECT_EQ(registrations_without_op(), std::vector<std::string>{});
 }
 
 void double_it(const OpCall& c) { c.outputs[0].copy_(c.inputs[0] * 2.0); }
@@ -107,9 +107,9 @@ std::vector<TensorMeta> same_shape(std::span<const Tensor> in, const Attrs&) { r
 // op's declaration (static initialisation runs translation units in any order).
 TEST(Dispatcher, KernelsBindToOpsInEitherOrder) {
   register_kernel("test_kernel_first", Device::CPU, double_it);
-  EXPECT_EQ(kernels_without_op(), std::vector<std::string>{"test_kernel_first"});
+  EXPECT_EQ(registrations_without_op(), std::vector<std::string>{"test_kernel_first"});
   const OpDef& first = register_op(OpDef{"test_kernel_first", "test_kernel_first(Tensor self) -> Tensor", OpKind::Compute, same_shape});
-  EXPECT_EQ(kernels_without_op(), std::vector<std::string>{});
+  EXPECT_EQ(registrations_without_op(), std::vector<std::string>{});
   const OpDef& second = register_op(OpDef{"test_op_first", "test_op_first(Tensor self) -> Tensor", OpKind::Compute, same_shape});
   // Declared without gradients, as every op must declare (Autograd.EveryOpHasABackwardEntry).
   autograd::register_nondifferentiable("test_kernel_first");
