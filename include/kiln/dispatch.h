@@ -5,6 +5,7 @@
 // See Note [One dispatch point] in src/dispatch/dispatcher.cpp.
 #pragma once
 #include <array>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -20,7 +21,7 @@ namespace autograd {
 struct BackwardDef;  // src/autograd/graph.h
 }
 
-using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string>;
+using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string, Device>;
 
 // Non-tensor arguments of an op call, by name. Small: a linear search is
 // faster than a map for the two or three an op has.
@@ -36,6 +37,7 @@ class Attrs {
   const Shape& get_shape(std::string_view name) const { return get<Shape>(name); }
   DType get_dtype(std::string_view name) const { return get<DType>(name); }
   const std::string& get_string(std::string_view name) const { return get<std::string>(name); }
+  Device get_device(std::string_view name) const { return get<Device>(name); }
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
 
  private:
@@ -46,14 +48,19 @@ class Attrs {
 };
 
 // What a shape function predicts for one output. Empty strides mean
-// contiguous; view ops give explicit strides and offset.
+// contiguous; view ops give explicit strides and offset. A shape function
+// sets the device only where the op chooses it (factories, a copy to another
+// device); output_metas gives the rest the inputs' device.
 struct TensorMeta {
-  TensorMeta(Shape sizes_, DType dtype_, Shape strides_ = {}, int64_t offset = 0)
-      : sizes(std::move(sizes_)), dtype(dtype_), strides(std::move(strides_)), storage_offset(offset) {}
+  TensorMeta(Shape sizes_, DType dtype_, Shape strides_ = {}, int64_t offset = 0,
+             std::optional<Device> device_ = {})
+      : sizes(std::move(sizes_)), dtype(dtype_), strides(std::move(strides_)), storage_offset(offset),
+        device(device_) {}
   Shape sizes;
   DType dtype = kFloat32;
   Shape strides;
   int64_t storage_offset = 0;
+  std::optional<Device> device;
 };
 
 struct OpCall {
@@ -77,8 +84,9 @@ struct OpDef {
   std::string schema;  // PyTorch-style, e.g. "add(Tensor self, Tensor other) -> Tensor"
   OpKind kind = OpKind::Compute;
   ShapeFn shape = nullptr;  // required: it alone must be enough to trace the op
-  // Per device, filled by register_kernel (view ops have none).
-  std::array<KernelFn, kNumDevices> kernels{};
+  // Per device type, filled by register_kernel (view ops have none; the meta
+  // device needs none: its ops run their shape function only).
+  std::array<KernelFn, kNumDeviceTypes> kernels{};
   // The backward formula, set by autograd::register_backward (null: none
   // declared, which a test forbids); read on every recorded call, so held
   // here rather than looked up by name.
@@ -91,10 +99,10 @@ struct OpDef {
 // Declares an op once, at static-initialisation time; the reference stays
 // valid for the life of the process.
 const OpDef& register_op(OpDef def);
-// Binds op `name`'s kernel for `device`, at static-initialisation time, in
-// either order with the op's register_op (the two live in different
-// translation units). Binding a device twice is an error.
-void register_kernel(std::string_view name, Device device, KernelFn fn);
+// Binds op `name`'s kernel for a device type, at static-initialisation time,
+// in either order with the op's register_op (the two live in different
+// translation units). Binding a device type twice is an error.
+void register_kernel(std::string_view name, DeviceType device, KernelFn fn);
 const OpDef* find_op(std::string_view name);
 std::vector<const OpDef*> all_ops();
 // Gives op `name` its backward formula (autograd::register_backward calls
@@ -115,6 +123,13 @@ inline Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, c
                         std::span<const Tensor> out = {}) {
   return dispatch1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, out);
 }
+
+// The op's shape function, with every output's device filled in: the
+// device the shape function chose, else the inputs' device (all inputs must
+// be on one device, but for 0-dim CPU tensors, which go with any device as
+// in PyTorch), else the default device. An error names the op and the
+// devices when the inputs disagree.
+std::vector<TensorMeta> output_metas(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
 
 // Skips modes and runs the kernel: what a mode calls to compute for real.
 std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,

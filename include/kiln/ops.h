@@ -164,9 +164,9 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descendi
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 
 // ---- random
-Tensor rand(Shape sizes, DType dtype = kFloat32);
-Tensor randn(Shape sizes, DType dtype = kFloat32);
-Tensor randint(int64_t low, int64_t high, Shape sizes, DType dtype = kInt64);
+Tensor rand(Shape sizes, TensorOptions options = {});   // dtype float32 unless given
+Tensor randn(Shape sizes, TensorOptions options = {});  // dtype float32 unless given
+Tensor randint(int64_t low, int64_t high, Shape sizes, TensorOptions options = {});  // dtype int64 unless given
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 }  // namespace kiln

@@ -12,7 +12,7 @@
 
 namespace kiln {
 
-enum class ArgType : uint8_t { Tensor, TensorList, Int, IntList, Float, Bool, Scalar, ScalarType, String };
+enum class ArgType : uint8_t { Tensor, TensorList, Int, IntList, Float, Bool, Scalar, ScalarType, String, Device };
 const char* arg_type_name(ArgType t);
 
 struct SchemaArg {

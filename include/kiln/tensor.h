@@ -17,6 +17,40 @@ namespace kiln {
 
 class Tensor;
 
+// What a factory makes, as torch::TensorOptions: a dtype (unset: the
+// factory's default, float32 or the value's) and a device (unset: the
+// default device). Implicit from either, so `zeros({2, 3}, kInt64)` and
+// `zeros({2, 3}, kMeta)` read as in PyTorch; combine them with
+// `TensorOptions().dtype(kFloat64).device(kMeta)`.
+class TensorOptions {
+ public:
+  TensorOptions() = default;
+  TensorOptions(DType dtype) : dtype_(dtype) {}
+  TensorOptions(std::optional<DType> dtype) : dtype_(dtype) {}
+  TensorOptions(Device device) : device_(device) {}
+  TensorOptions(DeviceType type) : device_(Device(type)) {}
+  TensorOptions dtype(std::optional<DType> d) const {
+    TensorOptions o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(std::optional<Device> d) const {
+    TensorOptions o = *this;
+    o.device_ = d;
+    return o;
+  }
+  std::optional<DType> dtype_opt() const { return dtype_; }
+  std::optional<Device> device_opt() const { return device_; }
+  DType dtype_or(DType fallback) const { return dtype_.value_or(fallback); }
+  Device device_or_default() const { return device_ ? *device_ : default_device(); }
+
+ private:
+  std::optional<DType> dtype_;
+  std::optional<Device> device_;
+};
+inline TensorOptions dtype(DType d) { return TensorOptions(d); }
+inline TensorOptions device(Device d) { return TensorOptions(d); }
+
 namespace detail {
 // Set by kiln::compile's tracer on its thread (null otherwise): takes
 // Tensor::backward of a traced tensor into the graph being traced (Note
@@ -75,6 +109,7 @@ class Tensor {
   int64_t numel() const { return checked()->numel(); }
   DType dtype() const { return checked()->dtype; }
   Device device() const { return checked()->device; }
+  bool is_meta() const { return device().is_meta(); }
   int64_t storage_offset() const { return checked()->storage_offset; }
   size_t element_size() const { return kiln::element_size(dtype()); }
   bool is_contiguous() const;
@@ -85,6 +120,7 @@ class Tensor {
   // Element access
   template <typename T> T* data_ptr(SourceLocation where = SourceLocation::current()) const;
   void* raw_data(SourceLocation where = SourceLocation::current()) const {
+    check_has_data("raw_data");
     detail::on_concrete_value(checked(), "raw_data()", where);
     return checked()->data();
   }
@@ -114,6 +150,10 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;  // returns *this when the dtype already matches
+  // A copy on `device` (*this when already there). To meta: the metadata
+  // alone; from meta to a device with memory: an error (no data to copy).
+  Tensor to(Device device) const;
+  Tensor to(Device device, DType dtype) const;
   Tensor detach() const;         // shares storage, drops autograd history
 
   // In-place (each bumps the version counter)
@@ -167,6 +207,11 @@ class Tensor {
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
 
  private:
+  // Meta tensors have no data to read or write: a kiln::Error naming `what`.
+  void check_has_data(const char* what) const {
+    check(!checked()->device.is_meta(), what, "a tensor on the meta device (of size ", shape_text(sizes()),
+          ") has no data");
+  }
   TensorImpl* checked() const {
     check(impl_ != nullptr, "Tensor", "used an undefined tensor");
     return impl_.get();
@@ -176,23 +221,26 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// Factories
-Tensor empty(Shape sizes, DType dtype = kFloat32);
-Tensor empty_strided(Shape sizes, Shape strides, DType dtype = kFloat32);
+// Factories. The dtype defaults to float32 (full, arange and scalar_tensor:
+// the value's), the device to default_device(); the *_like ones take the
+// tensor's dtype and device.
+Tensor empty(Shape sizes, TensorOptions options = {});
+Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options = {});
 Tensor empty_like(const Tensor& t);
-Tensor zeros(Shape sizes, DType dtype = kFloat32);
-Tensor ones(Shape sizes, DType dtype = kFloat32);
-Tensor full(Shape sizes, Scalar value, std::optional<DType> dtype = {});
+Tensor zeros(Shape sizes, TensorOptions options = {});
+Tensor ones(Shape sizes, TensorOptions options = {});
+Tensor full(Shape sizes, Scalar value, TensorOptions options = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, Scalar value);
-Tensor arange(Scalar end, std::optional<DType> dtype = {});
-Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = {});
-Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
-Tensor eye(int64_t n, std::optional<int64_t> m = {}, DType dtype = kFloat32);
-Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = {});
-// A 0-dim tensor marked as a wrapped C++ number, for type promotion.
+Tensor arange(Scalar end, TensorOptions options = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+Tensor eye(int64_t n, std::optional<int64_t> m = {}, TensorOptions options = {});
+Tensor scalar_tensor(Scalar value, TensorOptions options = {});
+// A 0-dim CPU tensor marked as a wrapped C++ number, for type promotion.
 Tensor wrapped_scalar(Scalar value);
+// Foreign CPU memory, not copied.
 Tensor from_blob(void* data, Shape sizes, DType dtype, std::function<void(void*)> deleter = {});
 Tensor from_blob(void* data, Shape sizes, Shape strides, DType dtype, std::function<void(void*)> deleter = {});
 
@@ -201,7 +249,7 @@ Tensor tensor(const std::vector<T>& values, Shape sizes = {}) {
   Shape s = sizes.empty() ? Shape{static_cast<int64_t>(values.size())} : sizes;
   check(shape_numel(s) == static_cast<int64_t>(values.size()), "tensor", "shape has ", shape_numel(s),
         " elements but ", values.size(), " values were given");
-  Tensor t = empty(s, dtype_of<T>::value);
+  Tensor t = empty(s, TensorOptions(dtype_of<T>::value).device(kCPU));
   T* p = t.data_ptr<T>();
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
   return t;

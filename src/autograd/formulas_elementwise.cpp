@@ -132,7 +132,10 @@ const struct Register {
       const Tensor z = zeros_like(g0(c));
       return {Tensor(), to_input(c, 1, where(cond, g0(c), z)), to_input(c, 2, where(cond, z, g0(c)))};
     }, kSaveInputs);
-    register_backward("_to_copy", [](const Ctx& c) -> Grads { return {g0(c).to(c.input_meta[0].dtype)}; },
+    register_backward("_to_copy", [](const Ctx& c) -> Grads {
+      // Back to the input's dtype and device.
+      return {g0(c).to(*c.input_meta[0].device, c.input_meta[0].dtype)};
+    },
                       kSaveNone);
     for (const char* name : {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
                              "logical_not", "full", "arange", "linspace", "eye", "rand", "randint", "multinomial",

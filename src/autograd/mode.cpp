@@ -208,7 +208,7 @@ class AutogradMode final : public DispatchMode {
     node->attrs = attrs;
     for (size_t k = 0; k < in.size(); ++k) {
       const Tensor& t = in[k];
-      node->input_meta.emplace_back(t.sizes(), t.dtype(), t.strides(), t.storage_offset());
+      node->input_meta.emplace_back(t.sizes(), t.dtype(), t.strides(), t.storage_offset(), t.device());
       const bool g = wants_grad(t);
       node->needs_grad.push_back(g);
       if (g) {

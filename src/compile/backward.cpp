@@ -93,7 +93,7 @@ class Recorder final : public DispatchMode {
     auto impl = std::make_shared<TensorImpl>(like);
     impl->autograd.reset();
     impl->storage = std::make_shared<StorageImpl>(
-        layout_extent_nbytes(like.sizes, like.strides, like.storage_offset, like.dtype, "compile"));
+        layout_extent_nbytes(like.sizes, like.strides, like.storage_offset, like.dtype, "compile"), like.device);
     Tensor t(std::move(impl));
     add_input(t, bind);
     return t;
@@ -116,7 +116,8 @@ class Recorder final : public DispatchMode {
     if (op.kind == OpKind::View) {
       outs = run_kernel(op, inputs, attrs);  // metadata only
     } else {
-      for (const TensorMeta& m : op.shape(inputs, attrs)) outs.push_back(empty(m.sizes, m.dtype));
+      for (const TensorMeta& m : output_metas(op, inputs, attrs))
+        outs.push_back(empty(m.sizes, TensorOptions(m.dtype).device(m.device)));
     }
     for (const Tensor& o : outs) {
       node.outputs.push_back(g_.trace.add_output(o));
@@ -232,7 +233,7 @@ std::vector<Tensor> call_formula(const autograd::BackwardDef& def, const TracedN
   bool any_need = false;
   for (int v : inputs) {
     const TensorImpl& m = meta(v);
-    input_meta.emplace_back(m.sizes, m.dtype, m.strides, m.storage_offset);
+    input_meta.emplace_back(m.sizes, m.dtype, m.strides, m.storage_offset, m.device);
     needs.push_back(wants_grad[v]);
     any_need = any_need || needs.back();
     if (def.save & autograd::kSaveInputs) ins.push_back(value(v));

@@ -245,10 +245,10 @@ class Tracer : public DispatchMode {
       for (const Tensor& t : inputs)  // its memory now has another handle: Note [Writes to pending tensors]
         if (pending_.contains(t.impl())) viewed_.insert(t.impl()->storage.get());
     } else {
-      std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+      std::vector<TensorMeta> metas = output_metas(op, inputs, attrs);
       const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
       outs.reserve(metas.size());
-      for (TensorMeta& m : metas) outs.push_back(empty(std::move(m.sizes), m.dtype));
+      for (TensorMeta& m : metas) outs.push_back(empty(std::move(m.sizes), TensorOptions(m.dtype).device(m.device)));
     }
     record(op, inputs, attrs, outs);
     return outs;
@@ -287,10 +287,12 @@ class Tracer : public DispatchMode {
   // recorded as a write).
   static Tensor functional_result(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                   const TensorImpl& dst) {
-    const std::vector<TensorMeta> metas = op.shape(inputs, attrs);
-    if (metas.size() != 1 || metas[0].sizes != dst.sizes || metas[0].dtype != dst.dtype) return Tensor();
+    const std::vector<TensorMeta> metas = output_metas(op, inputs, attrs);
+    if (metas.size() != 1 || metas[0].sizes != dst.sizes || metas[0].dtype != dst.dtype ||
+        *metas[0].device != dst.device)
+      return Tensor();
     const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
-    return empty(metas[0].sizes, metas[0].dtype);
+    return empty(metas[0].sizes, TensorOptions(metas[0].dtype).device(metas[0].device));
   }
 
   // Note [Writes to real tensors]

@@ -1,9 +1,7 @@
-// Storage (memory from core/allocator.h: 64-byte aligned, so SIMD loads never
-// split a cache line at the start of a tensor) and TensorImpl helpers.
+// Storage (memory from its device's allocator, src/core/device.cpp) and
+// TensorImpl helpers.
 #include <algorithm>
 #include <ostream>
-
-#include "core/allocator.h"
 
 #include "kiln/dtype.h"
 #include "kiln/error.h"
@@ -11,17 +9,17 @@
 
 namespace kiln {
 
-const char* device_name(Device) { return "cpu"; }
-
-StorageImpl::StorageImpl(size_t nbytes) : data_(core::allocate(nbytes)), nbytes_(nbytes) {
-  deleter_ = [nbytes](void* p) { core::deallocate(p, nbytes); };
+StorageImpl::StorageImpl(size_t nbytes, Device device)
+    : nbytes_(nbytes), device_(device), allocator_(allocator_for(device.type())) {
+  data_ = allocator_->allocate(nbytes);
 }
 
 StorageImpl::StorageImpl(void* data, size_t nbytes, std::function<void(void*)> deleter)
-    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+    : data_(data), nbytes_(nbytes), device_(kCPU), deleter_(std::move(deleter)) {}
 
 StorageImpl::~StorageImpl() {
-  if (deleter_) deleter_(data_);
+  if (allocator_) allocator_->deallocate(data_, nbytes_);
+  else if (deleter_) deleter_(data_);
 }
 
 int64_t shape_numel(const Shape& sizes, const char* op) {

@@ -40,6 +40,7 @@ template <typename T>
 T* Tensor::data_ptr(SourceLocation where) const {
   check(dtype() == dtype_of<T>::value, "data_ptr", "expected a tensor of dtype ", dtype_of<T>::value,
         " but this tensor has dtype ", dtype());
+  check_has_data("data_ptr");
   detail::on_concrete_value(checked(), "data_ptr()", where);
   return reinterpret_cast<T*>(checked()->data());
 }
@@ -47,6 +48,7 @@ T* Tensor::data_ptr(SourceLocation where) const {
 template <typename T>
 T Tensor::item(SourceLocation where) const {
   check(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
+  check_has_data("item");
   detail::on_concrete_value(checked(), std::is_same_v<T, bool> ? "converting a tensor to bool" : "item()", where);
   return visit_dtype(dtype(), [&](auto tag) {
     using S = decltype(tag);

@@ -50,6 +50,7 @@ template const bool& Attrs::get<bool>(std::string_view) const;
 template const Shape& Attrs::get<Shape>(std::string_view) const;
 template const DType& Attrs::get<DType>(std::string_view) const;
 template const std::string& Attrs::get<std::string>(std::string_view) const;
+template const Device& Attrs::get<Device>(std::string_view) const;
 
 // ---- registry
 
@@ -60,7 +61,7 @@ struct Registry {
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
   // Kernels and backwards registered before their op's declaration, by op name.
   struct Early {
-    std::array<KernelFn, kNumDevices> kernels{};
+    std::array<KernelFn, kNumDeviceTypes> kernels{};
     const autograd::BackwardDef* backward = nullptr;
   };
   std::map<std::string, Early, std::less<>> early;
@@ -95,7 +96,7 @@ struct Visibility {
 };
 
 bool same_layout(const Tensor& a, const Tensor& b) {
-  return a.raw_data() == b.raw_data() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+  return a.impl()->data() == b.impl()->data() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
          a.dtype() == b.dtype();
 }
 
@@ -110,7 +111,7 @@ const OpDef& register_op(OpDef def) {
   auto [it, inserted] = r.ops.emplace(def.name, nullptr);
   check(inserted, "register_op", "op '", def.name, "' is registered twice");
   if (auto early = r.early.find(def.name); early != r.early.end()) {
-    for (int d = 0; d < kNumDevices; ++d)
+    for (int d = 0; d < kNumDeviceTypes; ++d)
       if (early->second.kernels[d]) def.kernels[d] = early->second.kernels[d];
     if (early->second.backward) def.backward = early->second.backward;
     r.early.erase(early);
@@ -119,14 +120,14 @@ const OpDef& register_op(OpDef def) {
   return *it->second;
 }
 
-void register_kernel(std::string_view name, Device device, KernelFn fn) {
+void register_kernel(std::string_view name, DeviceType device, KernelFn fn) {
   check(fn != nullptr, "register_kernel", "null kernel for op '", name, "'");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   const int d = static_cast<int>(device);
   auto it = r.ops.find(name);
   KernelFn& slot = it != r.ops.end() ? it->second->kernels[d] : r.early[std::string(name)].kernels[d];
-  check(slot == nullptr, "register_kernel", "op '", name, "' has two kernels for device ", device_name(device));
+  check(slot == nullptr, "register_kernel", "op '", name, "' has two kernels for device ", device_type_name(device));
   slot = fn;
 }
 
@@ -209,13 +210,48 @@ Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& a
   return r.empty() ? Tensor() : r[0];
 }
 
+// ---- devices
+
+namespace {
+
+// The device of an op's inputs. A 0-dim CPU tensor (a C++ number, a loss
+// scale) goes with tensors on any device, as in PyTorch; it decides only
+// when every input is one.
+std::optional<Device> inputs_device(const OpDef& op, std::span<const Tensor> inputs) {
+  std::optional<Device> dev, scalar_dev;
+  for (const Tensor& t : inputs) {
+    const Device d = t.device();
+    if (d.is_cpu() && t.dim() == 0) {
+      scalar_dev = d;
+      continue;
+    }
+    if (!dev) dev = d;
+    else if (*dev != d) {
+      std::string devices;
+      for (const Tensor& u : inputs) devices += (devices.empty() ? "" : ", ") + u.device().str();
+      fail(op.name.c_str(), "expected all tensors to be on the same device, but got tensors on ", devices);
+    }
+  }
+  return dev ? dev : scalar_dev;
+}
+
+}  // namespace
+
+std::vector<TensorMeta> output_metas(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  for (const Tensor& t : inputs)
+    check(t.defined(), op.name.c_str(), "got an undefined tensor as input");
+  std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+  const Device dev = inputs_device(op, inputs).value_or(default_device());
+  for (TensorMeta& m : metas)
+    if (!m.device) m.device = dev;
+  return metas;
+}
+
 // ---- kernels
 
 std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                std::span<const Tensor> out) {
-  for (const Tensor& t : inputs)
-    check(t.defined(), op.name.c_str(), "got an undefined tensor as input");
-  std::vector<TensorMeta> metas = op.shape(inputs, attrs);
+  std::vector<TensorMeta> metas = output_metas(op, inputs, attrs);
 
   if (op.kind == OpKind::View) {
     std::vector<Tensor> views;
@@ -248,7 +284,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   std::vector<std::pair<Tensor, Tensor>> copy_back;
   for (const TensorMeta& m : metas) shape_nbytes(m.sizes, m.dtype, op.name.c_str());  // Note [Checked sizes]
   if (out.empty()) {
-    for (const TensorMeta& m : metas) outputs.push_back(empty(m.sizes, m.dtype));
+    for (const TensorMeta& m : metas) outputs.push_back(empty(m.sizes, TensorOptions(m.dtype).device(*m.device)));
   } else {
     check(out.size() == metas.size(), op.name.c_str(), "expected ", metas.size(), " out= tensors but got ",
           out.size());
@@ -259,11 +295,13 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
             " but the result has shape ", shape_text(metas[i].sizes));
       check(o.dtype() == metas[i].dtype, op.name.c_str(), "out= tensor has dtype ", o.dtype(),
             " but the result has dtype ", metas[i].dtype);
+      check(o.device() == *metas[i].device, op.name.c_str(), "out= tensor is on device ", o.device(),
+            " but the result is on device ", *metas[i].device);
       bool overlaps = false;
       for (const Tensor& in : inputs)
         if (in.impl()->storage == o.impl()->storage && !same_layout(in, o)) overlaps = true;
       if (overlaps) {
-        Tensor tmp = empty(metas[i].sizes, metas[i].dtype);
+        Tensor tmp = empty(metas[i].sizes, TensorOptions(metas[i].dtype).device(*metas[i].device));
         copy_back.emplace_back(o, tmp);
         outputs.push_back(tmp);
       } else {
@@ -272,10 +310,26 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     }
   }
 
-  Device dev = inputs.empty() ? Device::CPU : inputs[0].device();
-  KernelFn kernel = op.kernels[static_cast<int>(dev)];
-  check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", device_name(dev));
+  // The kernel is the inputs' device's (a factory's: its output's). On meta
+  // there is nothing to compute: the outputs' metadata is the whole result.
+  const Device dev = inputs.empty() ? (metas.empty() ? default_device() : *metas[0].device)
+                                    : inputs_device(op, inputs).value_or(default_device());
+  bool to_meta = dev.is_meta();
+  for (const TensorMeta& m : metas) to_meta = to_meta || m.device->is_meta();
+  if (to_meta) {
+    for (const TensorMeta& m : metas)
+      check(m.device->is_meta(), op.name.c_str(), "cannot compute a tensor on ", *m.device,
+            " from tensors on the meta device, which have no data");
+    if (out.empty()) return outputs;
+    for (const Tensor& o : out) o.bump_version();
+    return std::vector<Tensor>(out.begin(), out.end());
+  }
+  KernelFn kernel = op.kernels[static_cast<int>(dev.type())];
+  check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", dev);
   {
+    // Factories a kernel calls (temporaries) allocate on the kernel's device,
+    // whatever default this thread set for user code.
+    const DefaultDeviceGuard kernel_device(dev);
     // Ops a kernel calls internally (a dtype conversion, a temporary) are
     // implementation details: they run directly, never seen by modes.
     Visibility restore(mode_stack);

@@ -21,6 +21,7 @@ const char* arg_type_name(ArgType t) {
     case ArgType::Scalar: return "Scalar";
     case ArgType::ScalarType: return "ScalarType";
     case ArgType::String: return "str";
+    case ArgType::Device: return "Device";
   }
   return "?";
 }
@@ -140,6 +141,7 @@ class Parser {
     else if (base == "Scalar") a.type = ArgType::Scalar;
     else if (base == "ScalarType") a.type = ArgType::ScalarType;
     else if (base == "str") a.type = ArgType::String;
+    else if (base == "Device") a.type = ArgType::Device;
     else fail_at("unknown type '" + base + "'");
     return a;
   }

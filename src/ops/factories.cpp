@@ -11,19 +11,22 @@ namespace {
 
 using ops::call;
 
+// A copy in another dtype and, with a `device` attribute, on another device.
 std::vector<TensorMeta> to_copy_shape(std::span<const Tensor> in, const Attrs& a) {
-  return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
+  auto m = ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
+  if (a.has("device")) m[0].device = a.get_device("device");
+  return m;
 }
-const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, ScalarType dtype) -> Tensor",
+const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, ScalarType dtype, *, Device? device=None) -> Tensor",
                                          OpKind::Compute, to_copy_shape});
 
 OpDef factory(const char* name, const char* schema) {
   return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
 }
-const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar value, *, ScalarType dtype) -> Tensor"));
-const OpDef& kArange = register_op(factory("arange", "arange(int[] size, Scalar start, Scalar step, *, ScalarType dtype) -> Tensor"));
-const OpDef& kLinspace = register_op(factory("linspace", "linspace(int[] size, Scalar start, Scalar end, *, ScalarType dtype) -> Tensor"));
-const OpDef& kEye = register_op(factory("eye", "eye(int[] size, *, ScalarType dtype) -> Tensor"));
+const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar value, *, ScalarType dtype, Device device) -> Tensor"));
+const OpDef& kArange = register_op(factory("arange", "arange(int[] size, Scalar start, Scalar step, *, ScalarType dtype, Device device) -> Tensor"));
+const OpDef& kLinspace = register_op(factory("linspace", "linspace(int[] size, Scalar start, Scalar end, *, ScalarType dtype, Device device) -> Tensor"));
+const OpDef& kEye = register_op(factory("eye", "eye(int[] size, *, ScalarType dtype, Device device) -> Tensor"));
 
 Tensor wrapped_fill(double value, DType dt) {
   // Straight to memory, past the modes: under kiln::compile a C++ number is
@@ -31,7 +34,7 @@ Tensor wrapped_fill(double value, DType dt) {
   // would recompile whenever the number changes). Not through the fill
   // kernel either: this runs for every number in every op call. The value
   // is converted as fill_kernel converts it.
-  Tensor t = empty({}, dt);
+  Tensor t = empty({}, TensorOptions(dt).device(kCPU));
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
     *reinterpret_cast<T*>(t.impl()->data()) = convert<T>(value);
@@ -53,10 +56,11 @@ Tensor wrapped_number_as(const Tensor& x, DType dt) {
   return wrapped_fill(v, dt);
 }
 
-Tensor make_factory(const OpDef& op, Shape size, DType dtype, Attrs a = {}) {
+Tensor make_factory(const OpDef& op, Shape size, DType dtype, Device device, Attrs a = {}) {
   shape_nbytes(size, dtype, op.name.c_str());
   a.set("size", std::move(size));
   a.set("dtype", dtype);
+  a.set("device", device);
   return dispatch1(op, std::span<const Tensor>(), a);
 }
 
@@ -66,6 +70,13 @@ Tensor Tensor::to(DType t) const {
   if (dtype() == t) return *this;
   if (impl()->wrapped_number) return wrapped_number_as(*this, t);
   return call(kToCopy, {*this}, {{"dtype", t}});
+}
+Tensor Tensor::to(Device device) const { return to(device, dtype()); }
+Tensor Tensor::to(Device device, DType t) const {
+  if (this->device() == device) return to(t);
+  check(!is_meta(), "to", "cannot copy a tensor of size ", ops::shape_text(sizes()), " from the meta device to ",
+        device, ": a meta tensor has no data (make the tensor on ", device, " instead)");
+  return call(kToCopy, {*this}, {{"dtype", t}, {"device", device}});
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}}); }
@@ -81,7 +92,8 @@ const Tensor& Tensor::copy_(const Tensor& src, SourceLocation where) const {
 
 const Tensor& Tensor::fill_(Scalar v, SourceLocation where) const {
   const detail::ApiCall call(where);
-  ops::call_out(kFill, *this, {}, {{"value", v.to_double()}, {"size", sizes()}, {"dtype", dtype()}});
+  ops::call_out(kFill, *this, {},
+                {{"value", v.to_double()}, {"size", sizes()}, {"dtype", dtype()}, {"device", device()}});
   return *this;
 }
 const Tensor& Tensor::zero_(SourceLocation where) const {
@@ -89,37 +101,39 @@ const Tensor& Tensor::zero_(SourceLocation where) const {
   return fill_(0);
 }
 
-Tensor empty(Shape sizes, DType dtype) {
-  const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(nbytes);
-  impl->strides = contiguous_strides(sizes);
-  impl->sizes = std::move(sizes);
-  impl->dtype = dtype;
-  return Tensor(std::move(impl));
-}
-
-Tensor empty_strided(Shape sizes, Shape strides, DType dtype) {
+Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
+  const DType dtype = options.dtype_or(kFloat32);
+  const Device device = options.device_or_default();
   const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "empty_strided");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(nbytes);
+  impl->storage = std::make_shared<StorageImpl>(nbytes, device);
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->dtype = dtype;
+  impl->device = device;
   return Tensor(std::move(impl));
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
-Tensor full(Shape sizes, Scalar value, std::optional<DType> dtype) {
-  return make_factory(kFill, std::move(sizes), dtype.value_or(value.dtype()), {{"value", value.to_double()}});
+Tensor empty(Shape sizes, TensorOptions options) {
+  shape_nbytes(sizes, options.dtype_or(kFloat32), "empty");  // Note [Checked sizes], before the strides
+  Shape strides = contiguous_strides(sizes);
+  return empty_strided(std::move(sizes), std::move(strides), options);
 }
-Tensor zeros(Shape sizes, DType dtype) { return full(std::move(sizes), 0, dtype); }
-Tensor ones(Shape sizes, DType dtype) { return full(std::move(sizes), 1, dtype); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
-Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype()); }
 
-Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) { return full({}, value, dtype); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor full(Shape sizes, Scalar value, TensorOptions options) {
+  return make_factory(kFill, std::move(sizes), options.dtype_or(value.dtype()), options.device_or_default(),
+                      {{"value", value.to_double()}});
+}
+Tensor zeros(Shape sizes, TensorOptions options) { return full(std::move(sizes), 0, options.dtype(options.dtype_or(kFloat32))); }
+Tensor ones(Shape sizes, TensorOptions options) { return full(std::move(sizes), 1, options.dtype(options.dtype_or(kFloat32))); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor full_like(const Tensor& t, Scalar value) {
+  return full(t.sizes(), value, TensorOptions(t.dtype()).device(t.device()));
+}
+
+Tensor scalar_tensor(Scalar value, TensorOptions options) { return full({}, value, options); }
 Tensor wrapped_scalar(Scalar value) {
   return wrapped_fill(value.to_double(), value.kind() == Scalar::Kind::Float ? kFloat64 : value.dtype());
 }
@@ -127,30 +141,31 @@ Tensor ops::number_beside(const Tensor& t, Scalar v) {
   return is_floating(t.dtype()) ? wrapped_fill(v.to_double(), t.dtype()) : wrapped_scalar(v);
 }
 
-Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
-Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+Tensor arange(Scalar end, TensorOptions options) { return arange(0, end, 1, options); }
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options) {
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   check(st != 0, "arange", "step must be nonzero");
   check((st > 0 && e >= s) || (st < 0 && e <= s), "arange", "upper bound and larger bound inconsistent with step sign");
   const bool any_float = start.kind() == Scalar::Kind::Float || end.kind() == Scalar::Kind::Float ||
                          step.kind() == Scalar::Kind::Float;
-  const DType t = dtype.value_or(any_float ? default_dtype() : kInt64);
+  const DType t = options.dtype_or(any_float ? default_dtype() : kInt64);
   const double count = std::ceil((e - s) / st);
   // 2^63 is exact in double; anything at or above it (or NaN) is no int64.
   check(count >= 0 && count < 9223372036854775808.0, "arange", "start ", s, ", end ", e, " and step ", st,
         " give ", count, " elements, which is not a valid size");
   const int64_t n = static_cast<int64_t>(count);
-  return make_factory(kArange, {n}, t, {{"start", s}, {"step", st}});
+  return make_factory(kArange, {n}, t, options.device_or_default(), {{"start", s}, {"step", st}});
 }
 
-Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
   check(steps >= 0, "linspace", "number of steps must be non-negative but got ", steps);
-  return make_factory(kLinspace, {steps}, dtype, {{"start", start}, {"end", end}});
+  return make_factory(kLinspace, {steps}, options.dtype_or(kFloat32), options.device_or_default(),
+                      {{"start", start}, {"end", end}});
 }
 
-Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
+Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions options) {
   check(n >= 0 && m.value_or(n) >= 0, "eye", "n and m must be non-negative");
-  return make_factory(kEye, {n, m.value_or(n)}, dtype);
+  return make_factory(kEye, {n, m.value_or(n)}, options.dtype_or(kFloat32), options.device_or_default());
 }
 
 Tensor from_blob(void* data, Shape sizes, DType dtype, std::function<void(void*)> deleter) {

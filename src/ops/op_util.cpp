@@ -68,7 +68,9 @@ std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attr
 }
 
 std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a) {
-  return one_output(a.get_shape("size"), a.get_dtype("dtype"));
+  auto m = one_output(a.get_shape("size"), a.get_dtype("dtype"));
+  m[0].device = a.get_device("device");
+  return m;
 }
 
 }  // namespace kiln::ops

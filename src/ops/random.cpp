@@ -14,8 +14,8 @@ std::mutex gen_mu;
 OpDef random_def(const char* name, const char* schema) {
   return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
 }
-const OpDef& kRand = register_op(random_def("rand", "rand(int[] size, int seed, int offset, bool normal, *, ScalarType dtype) -> Tensor"));
-const OpDef& kRandint = register_op(random_def("randint", "randint(int low, int high, int[] size, int seed, int offset, *, ScalarType dtype) -> Tensor"));
+const OpDef& kRand = register_op(random_def("rand", "rand(int[] size, int seed, int offset, bool normal, *, ScalarType dtype, Device device) -> Tensor"));
+const OpDef& kRandint = register_op(random_def("randint", "randint(int low, int high, int[] size, int seed, int offset, *, ScalarType dtype, Device device) -> Tensor"));
 
 std::vector<TensorMeta> multinomial_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -33,12 +33,15 @@ Attrs draw(int64_t n) {
   return Attrs{{"seed", static_cast<int64_t>(g.seed())}, {"offset", static_cast<int64_t>(off)}};
 }
 
-Tensor random_tensor(const OpDef& op, Shape sizes, DType dtype, Attrs a) {
+Tensor random_tensor(const OpDef& op, Shape sizes, DType dtype, Device device, Attrs a) {
   shape_nbytes(sizes, dtype, op.name.c_str());  // before any counters are drawn
-  Attrs d = draw(shape_numel(sizes));
+  // Meta tensors have no values: they draw no counters, as in PyTorch, so
+  // building a model on meta leaves the generator where it was.
+  Attrs d = device.is_meta() ? Attrs{{"seed", int64_t{0}}, {"offset", int64_t{0}}} : draw(shape_numel(sizes));
   for (auto& [k, v] : d.items()) a.set(k, v);
   a.set("size", std::move(sizes));
   a.set("dtype", dtype);
+  a.set("device", device);
   return dispatch1(op, std::span<const Tensor>(), a);
 }
 
@@ -54,20 +57,23 @@ void manual_seed(uint64_t seed) {
   default_generator().manual_seed(seed);
 }
 
-Tensor rand(Shape sizes, DType dtype) {
+Tensor rand(Shape sizes, TensorOptions options) {
+  const DType dtype = options.dtype_or(kFloat32);
   check(is_floating(dtype), "rand", "expected a floating point dtype but got ", dtype);
-  return random_tensor(kRand, std::move(sizes), dtype, {{"normal", false}});
+  return random_tensor(kRand, std::move(sizes), dtype, options.device_or_default(), {{"normal", false}});
 }
 
-Tensor randn(Shape sizes, DType dtype) {
+Tensor randn(Shape sizes, TensorOptions options) {
+  const DType dtype = options.dtype_or(kFloat32);
   check(is_floating(dtype), "randn", "expected a floating point dtype but got ", dtype);
-  return random_tensor(kRand, std::move(sizes), dtype, {{"normal", true}});
+  return random_tensor(kRand, std::move(sizes), dtype, options.device_or_default(), {{"normal", true}});
 }
 
-Tensor randint(int64_t low, int64_t high, Shape sizes, DType dtype) {
+Tensor randint(int64_t low, int64_t high, Shape sizes, TensorOptions options) {
+  const DType dtype = options.dtype_or(kInt64);
   check(high > low, "randint", "expected low < high but got low=", low, " and high=", high);
   check(dtype != kBool, "randint", "bool is not a valid dtype for randint");
-  return random_tensor(kRandint, std::move(sizes), dtype, {{"low", low}, {"high", high}});
+  return random_tensor(kRandint, std::move(sizes), dtype, options.device_or_default(), {{"low", low}, {"high", high}});
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {

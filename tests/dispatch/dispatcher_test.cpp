@@ -106,7 +106,7 @@ std::vector<TensorMeta> same_shape(std::span<const Tensor> in, const Attrs&) { r
 // A device's kernel folder binds kernels by op name, before or after the
 // op's declaration (static initialisation runs translation units in any order).
 TEST(Dispatcher, KernelsBindToOpsInEitherOrder) {
-  register_kernel("test_kernel_first", Device::CPU, double_it);
+  register_kernel("test_kernel_first", kCPU, double_it);
   EXPECT_EQ(registrations_without_op(), std::vector<std::string>{"test_kernel_first"});
   const OpDef& first = register_op(OpDef{"test_kernel_first", "test_kernel_first(Tensor self) -> Tensor", OpKind::Compute, same_shape});
   EXPECT_EQ(registrations_without_op(), std::vector<std::string>{});
@@ -116,10 +116,10 @@ TEST(Dispatcher, KernelsBindToOpsInEitherOrder) {
   autograd::register_nondifferentiable("test_op_first");
   const Tensor x = randn({3, 5});
   expect_error([&] { dispatch1(second, {x}); }, {"[test_op_first]", "has no kernel for device cpu"});
-  register_kernel("test_op_first", Device::CPU, triple_it);
+  register_kernel("test_op_first", kCPU, triple_it);
   expect_close(dispatch1(first, {x}), values(x * 2.0), 0, 0, "kernel bound before the op");
   expect_close(dispatch1(second, {x}), values(x * 3.0), 0, 0, "kernel bound after the op");
-  expect_error([] { register_kernel("test_op_first", Device::CPU, double_it); },
+  expect_error([] { register_kernel("test_op_first", kCPU, double_it); },
                {"[register_kernel]", "test_op_first", "two kernels for device cpu"});
 }
 

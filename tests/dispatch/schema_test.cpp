@@ -84,6 +84,7 @@ class CallRecorder : public DispatchMode {
       case ArgType::Scalar: return std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
       case ArgType::ScalarType: return std::holds_alternative<DType>(v);
       case ArgType::String: return std::holds_alternative<std::string>(v);
+      case ArgType::Device: return std::holds_alternative<Device>(v);
       default: return false;
     }
   }

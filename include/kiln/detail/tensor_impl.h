@@ -9,31 +9,33 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device.h"
 #include "kiln/dtype.h"
 
 namespace kiln {
 
-enum class Device : uint8_t { CPU };
-inline constexpr int kNumDevices = 1;
-const char* device_name(Device d);
-
 using Shape = std::vector<int64_t>;
 
-// A block of bytes, 64-byte aligned when kiln allocated it, or foreign memory
-// with a deleter (from_blob).
+// A block of bytes on a device, from that device's allocator (64-byte
+// aligned on the CPU; no memory at all on meta), or foreign CPU memory with a
+// deleter (from_blob).
 class StorageImpl {
  public:
-  explicit StorageImpl(size_t nbytes);  // allocates, uninitialised
+  // Allocates, uninitialised, from allocator_for(device.type()).
+  StorageImpl(size_t nbytes, Device device);
   StorageImpl(void* data, size_t nbytes, std::function<void(void*)> deleter);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
  private:
   void* data_;
   size_t nbytes_;
+  Device device_;
+  Allocator* allocator_ = nullptr;  // null for foreign memory
   std::function<void(void*)> deleter_;
 };
 
@@ -46,7 +48,7 @@ struct TensorImpl {
   Shape strides;  // in elements
   int64_t storage_offset = 0;
   DType dtype = kFloat32;
-  Device device = Device::CPU;
+  Device device;  // its storage's
   // Shared by a base and all its views, as in PyTorch: an in-place write
   // through any of them bumps it.
   std::shared_ptr<std::atomic<uint64_t>> version = std::make_shared<std::atomic<uint64_t>>(0);

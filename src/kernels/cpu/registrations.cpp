@@ -84,7 +84,7 @@ const bool registered = [] {
     {"max_min_dim", arg_reduce_kernel},
     {"cumsum", cumsum_kernel},
   };
-  for (const auto& [op, kernel] : table) register_kernel(op, Device::CPU, kernel);
+  for (const auto& [op, kernel] : table) register_kernel(op, kCPU, kernel);
   return true;
 }();
 
