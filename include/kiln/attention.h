@@ -52,6 +52,9 @@ struct BlockMaskData {
   std::string to_string(int64_t b = 0, int64_t h = 0) const;
   // Builds the transposed lists from the per-query-block ones.
   void build_transposed();
+  // Moves the lists (and bits) to `device`: to meta for attention on meta
+  // tensors, which keeps their shapes only.
+  void move_to(Device device);
   // The (query, key) scores the forward kernel computes for one head: all
   // of the full blocks, the kept tiles of the partial ones (Note [Tiles of
   // a partial block]). Benchmarks count FLOPs with it.
@@ -237,16 +240,18 @@ struct FlexOutput {
 namespace kiln {
 
 // Evaluates mask_mod on every (q, kv) of every block pair and classifies the
-// blocks. Q_LEN and KV_LEN need not be multiples of block_size.
+// blocks. Q_LEN and KV_LEN need not be multiples of block_size. The lists
+// are computed on the CPU and then placed on `device` (the attention's).
 template <class MaskMod>
 BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int64_t q_len, int64_t kv_len,
-                                     int64_t block_size = 128) {
+                                     int64_t block_size = 128, Device device = kCPU) {
   check(B >= 1 && H >= 1 && q_len >= 0 && kv_len >= 0 && block_size >= 1, "create_block_mask",
         "invalid sizes B=", B, " H=", H, " Q_LEN=", q_len, " KV_LEN=", kv_len, " block_size=", block_size);
   // The lists depend on no tensor of the program (a mask_mod reading one
   // took its data pointer already), so they are built as real tensors even
   // while kiln::compile traces: no graph break.
   ModesOffGuard concrete;
+  const DefaultDeviceGuard on_cpu(kCPU);
   BlockMask<MaskMod> m(mask_mod);
   m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
   const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
@@ -297,6 +302,7 @@ BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int
                 dst + row * most * block_words);
   }
   m.build_transposed();
+  if (device != kCPU) m.move_to(device);
   return m;
 }
 
@@ -317,7 +323,7 @@ FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, Sco
                           FlexOptions options = {}) {
   check(q.dim() == 4 && k.dim() == 4, "flex_attention", "expected 4-D q and k but got ", shape_text(q.sizes()), " and ",
         shape_text(k.sizes()));
-  const auto m = create_block_mask(NoopMask{}, 1, 1, q.size(2), k.size(2));
+  const auto m = create_block_mask(NoopMask{}, 1, 1, q.size(2), k.size(2), 128, q.device());
   return flex_attention(q, k, v, score_mod, m, options);
 }
 

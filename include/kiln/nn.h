@@ -1,6 +1,7 @@
 // kiln::nn: Module (named parameters, buffers and children, train/eval,
 // state_dict), the standard layers, init functions and losses.
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -38,6 +39,13 @@ class Module {
   // Copies values in. Strict: every key must match, with the same shape.
   void load_state_dict(const StateDict& state, bool strict = true);
   void to(DType dtype);  // converts parameters and floating buffers
+  // Moves parameters and buffers to `device` (their values copied; to meta,
+  // shapes only). From meta, where there are no values, use to_empty.
+  void to(Device device);
+  // Parameters and buffers replaced by uninitialised ones of the same shapes
+  // on `device`, as PyTorch's to_empty: a model built on meta gets memory
+  // once, then its values from load_state_dict.
+  void to_empty(Device device);
   void zero_grad();
 
  protected:
@@ -48,6 +56,11 @@ class Module {
   void register_module(const std::string& name, Module* child);
 
  private:
+  // Replaces every parameter and buffer t that `applies` to with make(t),
+  // under no_grad; tensors shared between slots (tied weights) stay shared,
+  // and parameters keep requires_grad.
+  void replace_tensors(const std::function<bool(const Tensor&)>& applies,
+                       const std::function<Tensor(const Tensor&)>& make);
   template <class F>
   void visit(const std::string& prefix, F&& f) const;
   std::vector<std::pair<std::string, Tensor*>> params_, buffers_;

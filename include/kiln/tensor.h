@@ -110,6 +110,8 @@ class Tensor {
   DType dtype() const { return checked()->dtype; }
   Device device() const { return checked()->device; }
   bool is_meta() const { return device().is_meta(); }
+  // Its dtype and device, for factories making tensors like it.
+  TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
   int64_t storage_offset() const { return checked()->storage_offset; }
   size_t element_size() const { return kiln::element_size(dtype()); }
   bool is_contiguous() const;

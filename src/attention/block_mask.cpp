@@ -8,6 +8,12 @@
 
 namespace kiln {
 
+void BlockMaskData::move_to(Device device) {
+  for (Tensor* t : {&kv_num_blocks, &kv_indices, &full_kv_num_blocks, &full_kv_indices, &q_num_blocks, &q_indices,
+                    &full_q_num_blocks, &full_q_indices, &partial_bits})
+    if (t->defined()) *t = t->to(device);
+}
+
 void BlockMaskData::build_transposed() {
   const int64_t nq = num_q_blocks(), nk = num_kv_blocks();
   q_num_blocks = zeros({B, H, nk}, kInt32);

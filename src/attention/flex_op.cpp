@@ -103,7 +103,7 @@ std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor&
                                   m.q_indices,
                                   m.full_q_num_blocks,
                                   m.full_q_indices,
-                                  m.partial_bits.defined() ? m.partial_bits : empty({0}, kInt64)};
+                                  m.partial_bits.defined() ? m.partial_bits : empty({0}, TensorOptions(kInt64).device(q.device()))};
   const Attrs attrs = {{"kernel", kernel},
                        {"B", m.B},
                        {"H", m.H},

@@ -105,7 +105,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!reached) break;
       if (!grads[i].defined() && i < n->output_meta.size() && n->materialize_grads)
-        grads[i] = zeros(n->output_meta[i].sizes, n->output_meta[i].dtype);
+        grads[i] = zeros(n->output_meta[i].sizes, TensorOptions(n->output_meta[i].dtype).device(n->output_meta[i].device));
       if (!grads[i].defined()) continue;
       if (i < n->output_hooks.size())
         for (auto& hook : n->output_hooks[i]) {
@@ -143,7 +143,7 @@ std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const s
     } else {
       check(roots[i].numel() == 1, "backward", "grad can be implicitly created only for outputs with one element, ",
             "but the output has shape ", shape_text(roots[i].sizes()));
-      out.push_back(ones(roots[i].sizes(), roots[i].dtype()));
+      out.push_back(ones_like(roots[i]));
     }
   }
   return out;
@@ -197,7 +197,7 @@ struct FunctionNode final : Node {
         guard->next_edges = next_edges;
       }
       const auto nr = static_cast<uint32_t>(guard->output_meta.size());
-      guard->output_meta.emplace_back(g.sizes(), g.dtype());
+      guard->output_meta.emplace_back(g.sizes(), g.dtype(), Shape{}, 0, g.device());
       guard->output_hooks.emplace_back();
       g = alias_with_history(g, guard, nr);
     }
@@ -226,7 +226,7 @@ void record_function(const std::string& name, const std::vector<Tensor>& inputs,
   }
   node->output_hooks.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    node->output_meta.emplace_back(outputs[i].sizes(), outputs[i].dtype());
+    node->output_meta.emplace_back(outputs[i].sizes(), outputs[i].dtype(), Shape{}, 0, outputs[i].device());
     if (!is_floating(outputs[i].dtype())) continue;
     AutogradMeta& m = meta(outputs[i]);
     m.requires_grad = true;
@@ -278,7 +278,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   if (!m.accumulator) {
     auto acc = std::make_shared<AccumulateGrad>();
     acc->leaf = leaf.impl_ptr();
-    acc->output_meta.emplace_back(leaf.sizes(), leaf.dtype());
+    acc->output_meta.emplace_back(leaf.sizes(), leaf.dtype(), Shape{}, 0, leaf.device());
     m.accumulator = acc;
   }
   return m.accumulator;

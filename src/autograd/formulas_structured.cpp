@@ -72,7 +72,7 @@ const struct Register {
       // Outputs keep dim `dim` with size 1: scatter the values' gradient at the indices.
       const int64_t dim = c.attrs.get_int("dim");
       if (in_shape(c).empty()) return {g0(c)};
-      return {scatter(zeros(in_shape(c), g0(c).dtype()), dim, c.outputs[1], g0(c))};
+      return {scatter(zeros(in_shape(c), g0(c).options()), dim, c.outputs[1], g0(c))};
     }, kSaveOutputs);
     register_backward("cumsum", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");
@@ -83,7 +83,7 @@ const struct Register {
     register_backward("sort", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");
       if (in_shape(c).empty()) return {g0(c)};
-      return {scatter_add(zeros(in_shape(c), g0(c).dtype()), dim, c.outputs[1], g0(c))};
+      return {scatter_add(zeros(in_shape(c), g0(c).options()), dim, c.outputs[1], g0(c))};
     }, kSaveOutputs);
 
     register_backward("bmm_broadcast", bmm_grads, kSaveInputs);
@@ -109,7 +109,7 @@ const struct Register {
                  has_b = c.attrs.get_bool("has_bias");
       const Shape rows_shape = {x.numel() / std::max<int64_t>(n, 1), n};
       const Tensor xr = x.reshape(rows_shape), gr = g0(c).reshape(rows_shape);
-      const Tensor mu = rms ? zeros({rows_shape[0], 1}, x.dtype()) : mean(xr, {1}, true);
+      const Tensor mu = rms ? zeros({rows_shape[0], 1}, x.options()) : mean(xr, {1}, true);
       const Tensor xc = xr - mu;
       const Tensor rstd = rsqrt(mean(xc * xc, {1}, true) + eps);
       const Tensor xhat = xc * rstd;
@@ -125,7 +125,7 @@ const struct Register {
     register_backward("embedding", [](const Ctx& c) -> Grads {
       const int64_t d = in_shape(c)[1];
       const Tensor idx = c.inputs[1].reshape({-1, 1}).to(kInt64).expand({c.inputs[1].numel(), d});
-      return {scatter_add(zeros(in_shape(c), g0(c).dtype()), 0, idx, g0(c).reshape({-1, d})), Tensor()};
+      return {scatter_add(zeros(in_shape(c), g0(c).options()), 0, idx, g0(c).reshape({-1, d})), Tensor()};
     }, kSaveInputs);
     register_backward("index_select", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");
@@ -133,19 +133,19 @@ const struct Register {
       Shape view(g.dim(), 1);
       view[dim] = g.size(dim);
       const Tensor idx = c.inputs[1].reshape(view).to(kInt64).expand(g.sizes());
-      return {scatter_add(zeros(in_shape(c), g.dtype()), dim, idx, g), Tensor()};
+      return {scatter_add(zeros(in_shape(c), g.options()), dim, idx, g), Tensor()};
     }, kSaveInputs);
     register_backward("gather", [](const Ctx& c) -> Grads {
-      return {scatter_add(zeros(in_shape(c), g0(c).dtype()), c.attrs.get_int("dim"), c.inputs[1], g0(c)), Tensor()};
+      return {scatter_add(zeros(in_shape(c), g0(c).options()), c.attrs.get_int("dim"), c.inputs[1], g0(c)), Tensor()};
     }, kSaveInputs);
     register_backward("scatter", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");
       const Tensor& idx = c.inputs[1];
       const Tensor& g = g0(c);
       // add: both get g (src at the indices); overwrite: the overwritten places get none.
-      Tensor gx = c.attrs.get_bool("add") ? g : scatter(g, dim, idx, zeros(idx.sizes(), g.dtype()));
+      Tensor gx = c.attrs.get_bool("add") ? g : scatter(g, dim, idx, zeros(idx.sizes(), g.options()));
       // src may be larger than index: only its leading index-shaped block was read.
-      Tensor gsrc = zeros(in_shape(c, 2), g.dtype());
+      Tensor gsrc = zeros(in_shape(c, 2), g.options());
       Tensor block = gsrc;
       for (int64_t d = 0; d < idx.dim(); ++d) block = block.narrow(d, 0, idx.size(d));
       block.copy_(gather(g, dim, idx));
@@ -157,7 +157,7 @@ const struct Register {
       int64_t off = 0;
       for (const TensorMeta& m : c.input_meta) {
         if (m.sizes.size() == 1 && m.sizes[0] == 0 && g0(c).dim() != 1) {
-          out.push_back(zeros(m.sizes, m.dtype));
+          out.push_back(zeros(m.sizes, TensorOptions(m.dtype).device(m.device)));
           continue;
         }
         out.push_back(g0(c).narrow(dim, off, m.sizes[dim]));
@@ -200,7 +200,7 @@ const struct Register {
     register_backward("unfold", [](const Ctx& c) -> Grads {
       // Windows may overlap: add each window's gradient back into place.
       const int64_t dim = c.attrs.get_int("dim"), size = c.attrs.get_int("size"), step = c.attrs.get_int("step");
-      Tensor z = zeros(in_shape(c), g0(c).dtype());
+      Tensor z = zeros(in_shape(c), g0(c).options());
       if (in_shape(c).empty()) return {g0(c).reshape({})};
       const int64_t d = dim < 0 ? dim + static_cast<int64_t>(in_shape(c).size()) : dim;
       const int64_t nd = static_cast<int64_t>(in_shape(c).size());

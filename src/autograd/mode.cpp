@@ -115,7 +115,7 @@ struct ViewOfBase final : Node {
   DType dtype = kFloat32;
   std::string name() const override { return "AsStridedBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    Tensor z = zeros(base_sizes, dtype);
+    Tensor z = zeros(base_sizes, TensorOptions(dtype).device(grads[0].device()));
     const Tensor region = z.as_strided(view_sizes, view_strides, view_offset);
     {
       NoGradGuard no_grad;
@@ -150,7 +150,7 @@ void rebase_base_of(const Tensor& o, const Tensor& base, const Tensor& r) {
   node->view_offset = o.storage_offset() - base.storage_offset();
   node->dtype = base.dtype();
   node->base_has_history = base.requires_grad();
-  node->output_meta.emplace_back(base.sizes(), base.dtype());
+  node->output_meta.emplace_back(base.sizes(), base.dtype(), Shape{}, 0, base.device());
   node->output_hooks.resize(1);
   if (node->base_has_history) {
     const AutogradMeta& m = *base.impl()->autograd;
@@ -168,7 +168,7 @@ void rebase_base_of(const Tensor& o, const Tensor& base, const Tensor& r) {
   view_node->view_strides = node->view_strides;
   view_node->view_offset = node->view_offset;
   view_node->dtype = node->dtype;
-  view_node->output_meta.emplace_back(o.sizes(), o.dtype());
+  view_node->output_meta.emplace_back(o.sizes(), o.dtype(), Shape{}, 0, o.device());
   view_node->output_hooks.resize(1);
   view_node->next_edges.push_back(autograd::Edge{node, 0});
   AutogradMeta& vm = autograd::meta(o);
@@ -221,7 +221,7 @@ class AutogradMode final : public DispatchMode {
     node->output_hooks.resize(results.size());
     for (size_t i = 0; i < results.size(); ++i) {
       Tensor& r = results[i];
-      node->output_meta.emplace_back(r.sizes(), r.dtype());
+      node->output_meta.emplace_back(r.sizes(), r.dtype(), Shape{}, 0, r.device());
       if (def.save & autograd::kSaveOutputs) node->saved_outputs.push_back(autograd::save(r));
       if (!is_floating(r.dtype())) continue;
       // Views share the TensorImpl-level meta of nothing: each output gets its own.

@@ -25,11 +25,11 @@ double fan(const Tensor& t, const std::string& mode, const char* op) {
 
 void normal_(const Tensor& t, double mean, double std) {
   NoGradGuard g;
-  t.copy_(randn(t.sizes(), kFloat64) * std + mean);
+  t.copy_(randn(t.sizes(), TensorOptions(kFloat64).device(t.device())) * std + mean);
 }
 void uniform_(const Tensor& t, double low, double high) {
   NoGradGuard g;
-  t.copy_(rand(t.sizes(), kFloat64) * (high - low) + low);
+  t.copy_(rand(t.sizes(), TensorOptions(kFloat64).device(t.device())) * (high - low) + low);
 }
 void zeros_(const Tensor& t) {
   NoGradGuard g;

@@ -58,7 +58,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   check(p >= 0 && p <= 1, "dropout", "probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return x * 0;
-  const Tensor keep = (rand(x.sizes(), x.dtype()) >= wrapped_scalar(p)).to(x.dtype());
+  const Tensor keep = (rand(x.sizes(), x.options()) >= wrapped_scalar(p)).to(x.dtype());
   return x * keep * (1.0 / (1.0 - p));
 }
 

@@ -38,7 +38,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   Tensor t = target.reshape({-1}).to(kInt64);
   const Tensor valid = ne(t, wrapped_scalar(ignore_index));
   const Tensor safe = where(valid, t, zeros_like(t));
-  {
+  if (!target.is_meta()) {  // meta targets have no values to check
     // Checked on the targets themselves, with modes off: targets the program
     // passed in are read directly, so kiln::compile does not break the graph
     // here (targets computed inside a traced graph still break it).

@@ -105,11 +105,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
 }
 
-void Module::to(DType dtype) {
+void Module::replace_tensors(const std::function<bool(const Tensor&)>& applies,
+                             const std::function<Tensor(const Tensor&)>& make) {
   NoGradGuard no_grad;
   std::map<TensorImpl*, Tensor> converted;  // keeps tied tensors tied
   visit("", [&](const std::string&, Tensor* t, bool is_param) {
-    if (!is_floating(t->dtype())) return;
+    if (!t->defined() || !applies(*t)) return;
     auto it = converted.find(t->impl());
     if (it != converted.end()) {
       *t = it->second;
@@ -117,11 +118,26 @@ void Module::to(DType dtype) {
     }
     TensorImpl* old = t->impl();
     const bool rg = t->requires_grad();
-    Tensor c = t->to(dtype).clone();
+    Tensor c = make(*t);
     if (is_param && rg) c.requires_grad_(true);
     converted.emplace(old, c);
     *t = c;
   });
+}
+
+void Module::to(DType dtype) {
+  replace_tensors([](const Tensor& t) { return is_floating(t.dtype()); },
+                  [dtype](const Tensor& t) { return t.to(dtype).clone(); });
+}
+
+void Module::to(Device device) {
+  replace_tensors([device](const Tensor& t) { return t.device() != device; },
+                  [device](const Tensor& t) { return t.to(device); });
+}
+
+void Module::to_empty(Device device) {
+  replace_tensors([](const Tensor&) { return true; },
+                  [device](const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(device)); });
 }
 
 void Module::zero_grad() {

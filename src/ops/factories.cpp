@@ -86,7 +86,8 @@ const Tensor& Tensor::copy_(const Tensor& src, SourceLocation where) const {
   const Shape s = broadcast_shapes(sizes(), src.sizes(), "copy_");
   check(s == sizes(), "copy_", "source of shape ", ops::shape_text(src.sizes()),
         " cannot be broadcast to the destination's shape ", ops::shape_text(sizes()));
-  ops::call_out(kToCopy, *this, {src.expand(sizes())}, {{"dtype", dtype()}});
+  // Across devices too: into meta, only the checks (as PyTorch).
+  ops::call_out(kToCopy, *this, {src.expand(sizes())}, {{"dtype", dtype()}, {"device", device()}});
   return *this;
 }
 

@@ -176,7 +176,7 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, tr
 static std::tuple<Tensor, Tensor> sort_impl(const Tensor& x, int64_t dim, bool desc, bool stable, int64_t k,
                                             const char* op) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), op);
-  if (x.dim() == 0) return {x.clone(), zeros({}, kInt64)};
+  if (x.dim() == 0) return {x.clone(), zeros({}, TensorOptions(kInt64).device(x.device()))};
   const Tensor in[] = {x};
   auto r = dispatch(kSort, in, {{"dim", d}, {"descending", desc}, {"stable", stable}, {"k", k}});
   return {r[0], r[1]};

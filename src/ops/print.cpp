@@ -102,7 +102,11 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   detail::on_concrete_value(t.impl(), "printing a tensor", SourceLocation());
   const bool summarize = t.numel() > kThreshold;
   os << "tensor(";
-  if (t.numel() == 0) {
+  if (t.is_meta()) {  // no values: the size, as PyTorch prints it
+    os << "..., device='meta', size=(";
+    for (int64_t i = 0; i < t.dim(); ++i) os << (i ? ", " : "") << t.size(i);
+    os << (t.dim() == 1 ? ",)" : ")");
+  } else if (t.numel() == 0) {
     os << "[]";
     if (t.dim() != 1) {
       os << ", size=(";

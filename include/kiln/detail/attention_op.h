@@ -195,7 +195,8 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
   if (s.B * s.Hq * s.L == 0 || s.S == 0) {
     // (The op above handles these itself.) No rows, or no keys (each row then attends to nothing: out 0, lse -inf,
     // as a fully masked row). The kernels assume at least one of each.
-    return {zeros({s.B, s.Hq, s.L, s.Ev}, q.dtype()), opt.return_lse ? full({s.B, s.Hq, s.L}, -std::numeric_limits<double>::infinity(), kFloat32) : Tensor{}};
+    return {zeros({s.B, s.Hq, s.L, s.Ev}, q.options()),
+            opt.return_lse ? full({s.B, s.Hq, s.L}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(q.device())) : Tensor{}};
   }
   if constexpr (std::is_same_v<T, float>) {
     const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || learns);

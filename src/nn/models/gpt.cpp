@@ -59,12 +59,12 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
     // flex_attention never materialises the (T, T) scores; it has no
     // attention dropout (neither has PyTorch's), so dropout > 0 in training
     // takes the plain-op path below.
-    const auto mask = create_block_mask(CausalMask{}, 1, 1, T, T, kAttentionBlock);
+    const auto mask = create_block_mask(CausalMask{}, 1, 1, T, T, kAttentionBlock, x.device());
     const Tensor y = flex_attention(q, k, v, NoScoreMod{}, mask).out.transpose(1, 2).reshape({B, T, C});
     return proj(y);
   }
   Tensor att = matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
-  att = masked_fill(att, triu(ones({T, T}), 1) > 0, -std::numeric_limits<double>::infinity());
+  att = masked_fill(att, triu(ones({T, T}, x.device()), 1) > 0, -std::numeric_limits<double>::infinity());
   att = dropout(softmax(att, -1), dropout_, is_training());
   const Tensor y = matmul(att, v).transpose(1, 2).reshape({B, T, C});
   return dropout(proj(y), dropout_, is_training());
@@ -76,8 +76,8 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache, size
   check(start + T <= block, "GPT", "KV cache holds ", block, " positions but ", start + T, " were asked");
   if (cache.k.size() <= layer) {
     cache.k.resize(layer + 1), cache.v.resize(layer + 1);
-    cache.k[layer] = zeros({B, H, block, D}, x.dtype());
-    cache.v[layer] = zeros({B, H, block, D}, x.dtype());
+    cache.k[layer] = zeros({B, H, block, D}, x.options());
+    cache.v[layer] = zeros({B, H, block, D}, x.options());
   }
   const Tensor h = qkv(x);
   auto heads = [&](int64_t i) { return h.narrow(2, i * C, C).view({B, T, H, D}).transpose(1, 2); };
@@ -146,7 +146,7 @@ Tensor GPT::forward(const Tensor& idx) {
   check(idx.dim() == 2, "GPT", "expected token ids of shape (B, T) but got ", idx.dim(), " dims");
   const int64_t T = idx.size(1);
   check(T <= cfg_.block_size, "GPT", "sequence length ", T, " exceeds block_size ", cfg_.block_size);
-  Tensor x = wte(idx) + wpe(arange(T));
+  Tensor x = wte(idx) + wpe(arange(T, TensorOptions(kInt64).device(idx.device())));
   for (auto& b : blocks) x = b->forward(x);
   return matmul(ln_f(x), wte.weight.t());  // the head shares the token embedding
 }
@@ -154,7 +154,7 @@ Tensor GPT::forward(const Tensor& idx) {
 Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
   NoGradGuard no_grad;  // generation only: the cache is written in place
   const int64_t T = idx.size(1);
-  Tensor x = wte(idx) + wpe(arange(cache.len, cache.len + T));
+  Tensor x = wte(idx) + wpe(arange(cache.len, cache.len + T, 1, TensorOptions(kInt64).device(idx.device())));
   for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l].forward_cached(x, cache, l);
   cache.len += T;
   return matmul(ln_f(x), wte.weight.t());
