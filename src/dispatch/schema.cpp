@@ -41,6 +41,7 @@ class Parser {
   Schema parse() {
     Schema out;
     out.name = word("the op's name");
+    if (accept('.')) out.name += "." + word("an overload name");  // pow.Tensor_Scalar
     expect('(');
     bool kwarg_only = false;
     if (!accept(')')) {

@@ -1,0 +1,299 @@
+// call_op: every public op called by name gives what its C++ function gives
+// (same values bit for bit, dtype, shape), on random inputs with special
+// values, broadcast and non-contiguous operands; binding errors name the op
+// and what did not fit.
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "kiln/call_op.h"
+#include "kiln/nn.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+using Results = std::vector<Tensor>;
+
+struct Case {
+  std::string op;  // with the overload, as registered
+  std::vector<IValue> args;
+  KwArgs kwargs;
+  std::function<Results()> direct;
+  bool random = false;  // reseed before each call
+};
+
+void expect_same(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.defined(), want.defined()) << what;
+  if (!want.defined()) return;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const std::vector<double> g = values(got), w = values(want);
+  for (size_t i = 0; i < w.size(); ++i)
+    if (!(std::isnan(g[i]) && std::isnan(w[i])))
+      ASSERT_EQ(std::memcmp(&g[i], &w[i], sizeof(double)), 0) << what << ": element " << i << " " << g[i] << " vs " << w[i];
+}
+
+// A float32 (3, 4) tensor with +-0, +-inf and NaN among random values.
+Tensor specials() {
+  Tensor x = randn({3, 4}) * 3;
+  float* p = x.data_ptr<float>();
+  p[0] = 0.0f, p[1] = -0.0f, p[2] = INFINITY, p[3] = -INFINITY, p[5] = NAN, p[7] = 3e38f;
+  return x;
+}
+
+// A dtype result as a tensor, to compare like the others.
+Tensor dtype_code(DType d) { return scalar_tensor(static_cast<int64_t>(d)); }
+
+std::vector<Case> cases() {
+  const Tensor x = specials();
+  const Tensor xt = randn({4, 3}).t();  // non-contiguous (3, 4)
+  const Tensor row = randn({4});        // broadcasts against (3, 4)
+  const Tensor pos = rand({3, 4}) + 0.5;
+  const Tensor idx = randint(0, 3, {2, 4});
+  const Tensor mask = rand({3, 4}) > 0.5;
+  const Tensor m34 = randn({3, 4}), m45 = randn({4, 5});
+  const Tensor b234 = randn({2, 3, 4}), b245 = randn({2, 4, 5});
+  std::vector<Case> c;
+  auto one = [](Tensor t) { return Results{std::move(t)}; };
+  auto two = [](std::tuple<Tensor, Tensor> t) { return Results{std::get<0>(t), std::get<1>(t)}; };
+
+  using Unary = Tensor (*)(const Tensor&);
+  const std::vector<std::pair<const char*, Unary>> unary = {
+      {"neg", &neg},     {"abs", &abs},       {"sign", &sign},         {"exp", &exp},     {"expm1", &expm1},
+      {"log", &log},     {"log1p", &log1p},   {"sqrt", &sqrt},         {"rsqrt", &rsqrt}, {"reciprocal", &reciprocal},
+      {"sin", &sin},     {"cos", &cos},       {"tanh", &tanh},         {"sigmoid", &sigmoid}, {"relu", &relu},
+      {"silu", &silu},   {"erf", &erf},       {"floor", &floor},       {"ceil", &ceil},   {"round", &round},
+      {"square", &square}, {"logical_not", &logical_not}};
+  for (const auto& [name, f] : unary) {
+    c.push_back({name, {x}, {}, [=] { return one(f(x)); }});
+    c.push_back({name, {xt}, {}, [=] { return one(f(xt)); }});
+  }
+  c.push_back({"gelu", {x}, {{"approximate", std::string("tanh")}}, [=] { return one(gelu(x, "tanh")); }});
+  c.push_back({"gelu_backward", {m34, x}, {}, [=] { return one(gelu_backward(m34, x)); }});
+  c.push_back({"clamp", {x, IValue(), 0.5}, {}, [=] { return one(clamp(x, std::nullopt, 0.5)); }});
+
+  using Binary = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, Binary>> binary = {
+      {"mul.Tensor", &mul},   {"div.Tensor", &div},   {"maximum", &maximum},         {"minimum", &minimum},
+      {"fmod.Tensor", &fmod}, {"eq.Tensor", &eq},     {"ne.Tensor", &ne},            {"lt.Tensor", &lt},
+      {"le.Tensor", &le},     {"gt.Tensor", &gt},     {"ge.Tensor", &ge},            {"logical_and", &logical_and},
+      {"logical_or", &logical_or}, {"logical_xor", &logical_xor}, {"matmul", &matmul}, {"mm", &mm}};
+  for (const auto& [name, f] : binary) {
+    const bool gemm = std::string(name) == "matmul" || std::string(name) == "mm";
+    const Tensor b = gemm ? m45 : row;
+    c.push_back({name, {xt, b}, {}, [=] { return one(f(xt, b)); }});
+  }
+  c.push_back({"bmm", {b234, b245}, {}, [=] { return one(bmm(b234, b245)); }});
+  c.push_back({"add.Tensor", {x, row}, {{"alpha", int64_t{2}}}, [=] { return one(add(x, row, 2)); }});
+  c.push_back({"sub.Tensor", {xt, row}, {{"alpha", 0.5}}, [=] { return one(sub(xt, row, 0.5)); }});
+  c.push_back({"add.Scalar", {x, int64_t{3}}, {}, [=] { return one(x + 3); }});
+  c.push_back({"sub.Scalar", {x, 1.5}, {}, [=] { return one(x - 1.5); }});
+  c.push_back({"mul.Scalar", {x, 2.5}, {}, [=] { return one(x * 2.5); }});
+  c.push_back({"div.Scalar", {x, int64_t{7}}, {}, [=] { return one(x / 7); }});
+  c.push_back({"pow.Tensor_Tensor", {pos, row}, {}, [=] { return one(pow(pos, row)); }});
+  c.push_back({"pow.Tensor_Scalar", {x, 3.0}, {}, [=] { return one(pow(x, 3.0)); }});
+  c.push_back({"lt.Scalar", {x, 0.25}, {}, [=] { return one(x < 0.25); }});
+  c.push_back({"gt.Scalar", {x, int64_t{0}}, {}, [=] { return one(x > 0); }});
+  c.push_back({"where.self", {mask, x, row}, {}, [=] { return one(where(mask, x, row)); }});
+  c.push_back({"masked_fill.Scalar", {x, mask, -1.5}, {}, [=] { return one(masked_fill(x, mask, -1.5)); }});
+  c.push_back({"lerp.Tensor", {x, m34, pos}, {}, [=] { return one(lerp(x, m34, pos)); }});
+  c.push_back({"lerp.Scalar", {x, m34, 0.25}, {}, [=] { return one(lerp(x, m34, 0.25)); }});
+  const Tensor ints = randint(0, 5, {4});
+  c.push_back({"result_type.Tensor", {ints, x.to(kFloat16)}, {}, [=] { return Results{dtype_code(result_type(ints, x.to(kFloat16)))}; }});
+  c.push_back({"broadcast_to", {row, Shape{2, 4}}, {}, [=] { return one(broadcast_to(row, {2, 4})); }});
+
+  c.push_back({"sum", {xt, Shape{1}}, {{"dtype", kFloat64}}, [=] { return one(sum(xt, {1}, false, kFloat64)); }});
+  c.push_back({"mean", {m34, Shape{0}, true}, {}, [=] { return one(mean(m34, {0}, true)); }});
+  c.push_back({"prod", {pos}, {}, [=] { return one(prod(pos)); }});
+  c.push_back({"amax", {x, Shape{1}}, {}, [=] { return one(amax(x, {1})); }});
+  c.push_back({"amin", {xt, Shape{0}}, {}, [=] { return one(amin(xt, {0})); }});
+  c.push_back({"all", {mask, Shape{1}}, {}, [=] { return one(all(mask, {1})); }});
+  c.push_back({"any", {mask}, {}, [=] { return one(any(mask)); }});
+  c.push_back({"var", {m34, Shape{1}}, {{"correction", int64_t{0}}}, [=] { return one(var(m34, {1}, 0)); }});
+  c.push_back({"std", {xt}, {{"keepdim", true}}, [=] { return one(kiln::std(xt, {}, 1, true)); }});
+  c.push_back({"logsumexp", {m34, Shape{1}}, {}, [=] { return one(logsumexp(m34, {1})); }});
+  c.push_back({"norm", {m34, 1.0, Shape{0}}, {}, [=] { return one(norm(m34, 1.0, {0})); }});
+  c.push_back({"max", {m34}, {}, [=] { return one(max(m34)); }});
+  c.push_back({"min", {xt}, {}, [=] { return one(min(xt)); }});
+  c.push_back({"max.dim", {m34, int64_t{1}}, {}, [=] { return two(max(m34, 1)); }});
+  c.push_back({"min.dim", {xt, int64_t{0}, true}, {}, [=] { return two(min(xt, 0, true)); }});
+  c.push_back({"argmax", {m34}, {{"dim", int64_t{1}}}, [=] { return one(argmax(m34, 1)); }});
+  c.push_back({"argmin", {xt}, {}, [=] { return one(argmin(xt)); }});
+  c.push_back({"cumsum", {xt, int64_t{1}}, {}, [=] { return one(cumsum(xt, 1)); }});
+  c.push_back({"cumsum_backward", {m34, int64_t{0}}, {}, [=] { return one(cumsum_backward(m34, 0)); }});
+
+  const Tensor w = randn({5, 4}), bias = randn({5});
+  c.push_back({"linear", {xt, w, bias}, {}, [=] { return one(linear(xt, w, bias)); }});
+  c.push_back({"linear", {xt, w}, {}, [=] { return one(linear(xt, w)); }});
+  c.push_back({"softmax.int", {m34, int64_t{-1}}, {}, [=] { return one(softmax(m34, -1)); }});
+  c.push_back({"log_softmax.int", {xt, int64_t{0}}, {}, [=] { return one(log_softmax(xt, 0)); }});
+  c.push_back({"layer_norm", {xt, Shape{4}, row}, {{"eps", 1e-3}}, [=] { return one(layer_norm(xt, {4}, row, {}, 1e-3)); }});
+  c.push_back({"rms_norm", {m34, Shape{4}}, {}, [=] { return one(rms_norm(m34, {4})); }});
+  c.push_back({"embedding", {m34, idx}, {}, [=] { return one(embedding(m34, idx)); }});
+  c.push_back({"one_hot", {idx}, {{"num_classes", int64_t{5}}}, [=] { return one(one_hot(idx, 5)); }});
+
+  c.push_back({"cat", {std::vector<Tensor>{x, xt}, int64_t{1}}, {}, [=] { return one(cat({x, xt}, 1)); }});
+  c.push_back({"stack", {std::vector<Tensor>{x, xt}}, {}, [=] { return one(stack({x, xt})); }});
+  c.push_back({"split.Tensor", {m34, int64_t{3}, int64_t{1}}, {}, [=] { return split(m34, 3, 1); }});
+  c.push_back({"split_with_sizes", {m34, Shape{1, 2}}, {}, [=] { return split(m34, Shape{1, 2}); }});
+  c.push_back({"chunk", {xt, int64_t{2}, int64_t{1}}, {}, [=] { return chunk(xt, 2, 1); }});
+  c.push_back({"gather", {m34, int64_t{0}, idx}, {}, [=] { return one(gather(m34, 0, idx)); }});
+  const Tensor src = randn({2, 4});
+  c.push_back({"scatter.src", {m34, int64_t{0}, idx, src}, {}, [=] { return one(scatter(m34, 0, idx, src)); }});
+  c.push_back({"scatter_add", {m34, int64_t{0}, idx, src}, {}, [=] { return one(scatter_add(m34, 0, idx, src)); }});
+  const Tensor rows = randint(0, 3, {5});
+  c.push_back({"index_select", {xt, int64_t{0}, rows}, {}, [=] { return one(index_select(xt, 0, rows)); }});
+  c.push_back({"slice_backward", {src, Shape{5, 4}, int64_t{0}, int64_t{1}, int64_t{5}, int64_t{2}}, {},
+               [=] { return one(slice_backward(src, {5, 4}, 0, 1, 5, 2)); }});
+  c.push_back({"select_backward", {row, Shape{3, 4}, int64_t{0}, int64_t{2}}, {},
+               [=] { return one(select_backward(row, {3, 4}, 0, 2)); }});
+  c.push_back({"tril", {xt, int64_t{1}}, {}, [=] { return one(tril(xt, 1)); }});
+  c.push_back({"triu", {x}, {}, [=] { return one(triu(x)); }});
+  c.push_back({"topk", {m34, int64_t{2}}, {{"largest", false}}, [=] { return two(topk(m34, 2, -1, false)); }});
+  c.push_back({"sort", {xt, int64_t{0}, true}, {}, [=] { return two(sort(xt, 0, true)); }});
+  c.push_back({"argsort", {m34}, {{"descending", true}}, [=] { return one(argsort(m34, -1, true)); }});
+
+  c.push_back({"zeros", {Shape{2, 3}}, {{"dtype", kInt32}}, [] { return Results{zeros({2, 3}, kInt32)}; }});
+  c.push_back({"ones", {Shape{4}}, {}, [] { return Results{ones({4})}; }});
+  c.push_back({"full", {Shape{2}, 2.5}, {{"dtype", kFloat64}}, [] { return Results{full({2}, 2.5, kFloat64)}; }});
+  c.push_back({"full", {Shape{2}, int64_t{7}}, {}, [] { return Results{full({2}, 7)}; }});
+  c.push_back({"zeros_like", {xt}, {}, [=] { return one(zeros_like(xt)); }});
+  c.push_back({"ones_like", {idx}, {}, [=] { return one(ones_like(idx)); }});
+  c.push_back({"full_like", {x, -2.0}, {}, [=] { return one(full_like(x, -2.0)); }});
+  c.push_back({"arange", {int64_t{5}}, {}, [] { return Results{arange(5)}; }});
+  c.push_back({"arange.start_step", {1.0, int64_t{3}, 0.5}, {}, [] { return Results{arange(1.0, 3, 0.5)}; }});
+  c.push_back({"linspace", {0.0, 1.0, int64_t{5}}, {{"dtype", kFloat64}}, [] { return Results{linspace(0, 1, 5, kFloat64)}; }});
+  c.push_back({"eye", {int64_t{2}, int64_t{3}}, {}, [] { return Results{eye(2, 3)}; }});
+  c.push_back({"scalar_tensor", {1.5}, {}, [] { return Results{scalar_tensor(1.5)}; }});
+  c.push_back({"rand", {Shape{3, 2}}, {}, [] { return Results{rand({3, 2})}; }, true});
+  c.push_back({"randn", {Shape{5}}, {{"dtype", kFloat64}}, [] { return Results{randn({5}, kFloat64)}; }, true});
+  c.push_back({"randint.low", {int64_t{-3}, int64_t{9}, Shape{6}}, {}, [] { return Results{randint(-3, 9, {6})}; }, true});
+  c.push_back({"multinomial", {pos, int64_t{2}}, {}, [=] { return one(multinomial(pos, 2)); }, true});
+  // Meta outputs compare by metadata (expect_same reads no values of an empty list).
+  c.push_back({"empty", {Shape{0, 3}}, {}, [] { return Results{empty({0, 3})}; }});
+  c.push_back({"empty_strided", {Shape{2, 0}, Shape{1, 2}}, {}, [] { return Results{empty_strided({2, 0}, {1, 2})}; }});
+  c.push_back({"empty_like", {empty({0, 2}, kInt64)}, {}, [] { return Results{empty({0, 2}, kInt64)}; }});
+
+  c.push_back({"view", {m34, Shape{2, 6}}, {}, [=] { return one(m34.view({2, 6})); }});
+  c.push_back({"reshape", {xt, Shape{-1}}, {}, [=] { return one(xt.reshape({-1})); }});
+  c.push_back({"permute", {b234, Shape{2, 0, 1}}, {}, [=] { return one(b234.permute({2, 0, 1})); }});
+  c.push_back({"transpose.int", {b234, int64_t{0}, int64_t{2}}, {}, [=] { return one(b234.transpose(0, 2)); }});
+  c.push_back({"t", {xt}, {}, [=] { return one(xt.t()); }});
+  c.push_back({"expand", {row, Shape{3, 4}}, {}, [=] { return one(row.expand({3, 4})); }});
+  c.push_back({"slice.Tensor", {m34, int64_t{1}}, {{"start", int64_t{1}}, {"step", int64_t{2}}},
+               [=] { return one(m34.slice(1, 1, std::nullopt, 2)); }});
+  c.push_back({"narrow", {xt, int64_t{1}, int64_t{1}, int64_t{2}}, {}, [=] { return one(xt.narrow(1, 1, 2)); }});
+  c.push_back({"select.int", {b234, int64_t{1}, int64_t{-1}}, {}, [=] { return one(b234.select(1, -1)); }});
+  const Tensor ones_dims = randn({1, 3, 1});
+  c.push_back({"squeeze", {ones_dims}, {}, [=] { return one(ones_dims.squeeze()); }});
+  c.push_back({"squeeze.dim", {ones_dims, int64_t{2}}, {}, [=] { return one(ones_dims.squeeze(2)); }});
+  c.push_back({"unsqueeze", {xt, int64_t{1}}, {}, [=] { return one(xt.unsqueeze(1)); }});
+  c.push_back({"flatten.using_ints", {b234, int64_t{1}}, {}, [=] { return one(b234.flatten(1)); }});
+  c.push_back({"unfold", {row, int64_t{0}, int64_t{2}, int64_t{1}}, {}, [=] { return one(row.unfold(0, 2, 1)); }});
+  c.push_back({"as_strided", {m34, Shape{2, 2}, Shape{1, 4}}, {{"storage_offset", int64_t{1}}},
+               [=] { return one(m34.as_strided({2, 2}, {1, 4}, 1)); }});
+  c.push_back({"contiguous", {xt}, {}, [=] { return one(xt.contiguous()); }});
+  c.push_back({"clone", {x}, {}, [=] { return one(x.clone()); }});
+  c.push_back({"detach", {x}, {}, [=] { return one(x.detach()); }});
+  c.push_back({"to.dtype", {x, kFloat16}, {}, [=] { return one(x.to(kFloat16)); }});
+  c.push_back({"to.device", {x, Device(kCPU), kInt32}, {}, [=] { return one(x.to(kCPU, kInt32)); }});
+
+  // In-place ops: each side writes its own clone.
+  auto in_place = [&](const char* name, std::vector<IValue> rest, KwArgs kw, std::function<void(const Tensor&)> f,
+                      const Tensor& base) {
+    const Tensor mine = base.clone(), theirs = base.clone();
+    rest.insert(rest.begin(), mine);
+    c.push_back({name, rest, kw, [=] {
+                   f(theirs);
+                   return Results{theirs};
+                 }});
+  };
+  in_place("copy_", {xt}, {}, [=](const Tensor& t) { t.copy_(xt); }, m34);
+  in_place("fill_.Scalar", {2.5}, {}, [](const Tensor& t) { t.fill_(2.5); }, m34);
+  in_place("zero_", {}, {}, [](const Tensor& t) { t.zero_(); }, x);
+  in_place("add_.Tensor", {row}, {{"alpha", -1.0}}, [=](const Tensor& t) { t.add_(row, -1.0); }, x);
+  in_place("add_.Scalar", {int64_t{2}}, {}, [](const Tensor& t) { t.add_(2); }, x);
+  in_place("sub_.Tensor", {xt}, {}, [=](const Tensor& t) { t.sub_(xt); }, x);
+  in_place("mul_.Tensor", {row}, {}, [=](const Tensor& t) { t.mul_(row); }, x);
+  in_place("mul_.Scalar", {0.5}, {}, [](const Tensor& t) { t.mul_(0.5); }, x);
+  in_place("div_.Tensor", {pos}, {}, [=](const Tensor& t) { t.div_(pos); }, x);
+  in_place("div_.Scalar", {int64_t{3}}, {}, [](const Tensor& t) { t.div_(3); }, x);
+  in_place("clamp_", {-1.0, 1.0}, {}, [](const Tensor& t) { t.clamp_(-1.0, 1.0); }, x);
+  in_place("masked_fill_.Scalar", {mask, int64_t{4}}, {}, [=](const Tensor& t) { t.masked_fill_(mask, 4); }, x);
+  in_place("neg_", {}, {}, [](const Tensor& t) { t.neg_(); }, x);
+  in_place("exp_", {}, {}, [](const Tensor& t) { t.exp_(); }, x);
+  in_place("relu_", {}, {}, [](const Tensor& t) { t.relu_(); }, x);
+
+  const Tensor target = randint(0, 4, {3});
+  c.push_back({"dropout", {m34, 0.5, true}, {}, [=] { return one(nn::dropout(m34, 0.5, true)); }, true});
+  c.push_back({"cross_entropy", {m34, target}, {{"label_smoothing", 0.1}},
+               [=] { return one(nn::cross_entropy(m34, target, -100, 0.1)); }});
+  c.push_back({"mse_loss", {xt, m34}, {{"reduction", std::string("sum")}}, [=] { return one(nn::mse_loss(xt, m34, "sum")); }});
+  return c;
+}
+
+TEST(CallOp, EveryPublicOpByNameGivesWhatItsFunctionGives) {
+  manual_seed(11);
+  std::set<std::string> called;
+  for (const Case& c : cases()) {
+    ASSERT_NE(find_public_op(c.op), nullptr) << c.op;
+    called.insert(c.op);
+    if (c.random) manual_seed(99);
+    const std::vector<IValue> got = call_op(c.op, c.args, c.kwargs);
+    if (c.random) manual_seed(99);
+    const Results want = c.direct();
+    std::vector<Tensor> flat;
+    for (const IValue& v : got) {
+      if (const auto* t = std::get_if<Tensor>(&v)) flat.push_back(*t);
+      else if (const auto* l = std::get_if<std::vector<Tensor>>(&v)) flat.insert(flat.end(), l->begin(), l->end());
+      else if (const auto* d = std::get_if<DType>(&v)) flat.push_back(dtype_code(*d));
+    }
+    ASSERT_EQ(flat.size(), want.size()) << c.op;
+    for (size_t i = 0; i < want.size(); ++i) expect_same(flat[i], want[i], c.op + " output " + std::to_string(i));
+  }
+  for (const PublicOp* op : public_ops()) EXPECT_TRUE(called.count(op->name)) << op->name << " is not tested by name";
+}
+
+TEST(CallOp, ANameWithoutItsOverloadPicksTheOverloadTheArgumentsFit) {
+  const Tensor x = randn({2, 3}), y = randn({3});
+  expect_same(std::get<Tensor>(call_op("pow", {x, int64_t{2}})[0]), pow(x, 2), "pow.Tensor_Scalar");
+  expect_same(std::get<Tensor>(call_op("pow", {x.abs(), y})[0]), pow(x.abs(), y), "pow.Tensor_Tensor");
+  expect_same(std::get<Tensor>(call_op("add", {x, y})[0]), add(x, y), "add.Tensor");
+  EXPECT_EQ(call_op("max", {x})[0].index(), IValue(x).index());
+  EXPECT_EQ(call_op("max", {x, int64_t{1}}).size(), 2u);
+  EXPECT_EQ(std::get<DType>(call_op("result_type", {x, y.to(kFloat64)})[0]), kFloat64);
+  EXPECT_TRUE(std::get<Tensor>(call_op("zeros", {Shape{2}}, {{"device", Device(kMeta)}})[0]).is_meta());
+}
+
+TEST(CallOp, ACallByNameRecordsGradientsAsTheFunctionDoes) {
+  const Tensor a = randn({3, 4}, kFloat64).requires_grad_(), b = randn({4, 2}, kFloat64).requires_grad_();
+  const Tensor out = std::get<Tensor>(call_op("matmul", {a, b})[0]);
+  std::get<Tensor>(call_op("sum", {std::get<Tensor>(call_op("tanh", {out})[0])})[0]).backward();
+  const Tensor ga = a.grad(), gb = b.grad();
+  a.set_grad({}), b.set_grad({});
+  tanh(matmul(a, b)).sum().backward();
+  expect_same(ga, a.grad(), "grad a");
+  expect_same(gb, b.grad(), "grad b");
+}
+
+TEST(CallOp, BindingErrorsNameTheOpAndWhatDidNotFit) {
+  const Tensor x = randn({2});
+  expect_error([&] { call_op("nope", {x}); }, {"[call_op]", "no public op is named 'nope'"});
+  expect_error([&] { call_op("gelu", {x}, {{"approx", std::string("tanh")}}); },
+               {"[call_op]", "'gelu'", "unexpected keyword argument 'approx'"});
+  expect_error([&] { call_op("relu", {x, x}); }, {"relu", "at most 1 positional arguments but 2 were given"});
+  expect_error([&] { call_op("softmax", {x}); }, {"softmax.int", "missing the argument 'dim' (int)"});
+  expect_error([&] { call_op("cumsum", {x, 1.5}); }, {"cumsum", "argument 'dim' must be int, not float"});
+  expect_error([&] { call_op("gelu", {x}, {{"self", x}}); }, {"multiple values for argument 'self'"});
+  expect_error([&] { call_op("pow", {x, std::string("two")}); },
+               {"no overload of 'pow'", "pow.Tensor_Scalar: argument 'exponent' must be Scalar, not str",
+                "pow.Tensor_Tensor: argument 'exponent' must be Tensor, not str"});
+  expect_error([&] { call_op("add.Nope", {x, x}); }, {"no public op is named 'add.Nope'"});
+  // The front end's own checks still run.
+  expect_error([&] { call_op("mm", {randn({2, 3}), randn({2, 3})}); }, {"[mm]"});
+  expect_error([&] { register_public_op("relu(Tensor self) -> Tensor", find_public_op("relu")->fn); }, {"registered twice"});
+}
+
+}  // namespace
+}  // namespace kiln::test
