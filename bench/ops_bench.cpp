@@ -1,7 +1,7 @@
 // kiln-bench-ops: elementwise ops, reductions and softmax against the memory
 // copy bandwidth measured here; matmul against cblas_sgemm called directly;
-// layer_norm and softmax against libtorch 1.13 when it is built in. All
-// inputs are random. `--json` prints one JSON object per line.
+// layer_norm, softmax and the per-op latency of a 1-element add against
+// libtorch 1.13 when it is built in. All inputs are random. `--json` prints one JSON object per line.
 #include <cstring>
 #include <vector>
 
@@ -64,6 +64,15 @@ int main(int argc, char** argv) {
   const double t_ln = time_best([&] { ly = layer_norm(lx, {cols}, lw, lb); });
   Tensor sy;
   const double t_sm2 = time_best([&] { sy = softmax(lx, -1); });
+  // Per-op overhead: an eager add of two 1-element tensors, per call.
+  constexpr int kCalls = 20000;
+  Tensor sa = randn({1}), sb = randn({1}), sc;
+  const double t_small = time_best([&] {
+                           for (int i = 0; i < kCalls; ++i) sc = add(sa, sb);
+                         }) /
+                         kCalls;
+  if (auto torch_small = kiln::bench::peer::small_add_seconds_per_call(kCalls))
+    rep.report("ops", "small_op_latency", "us", t_small * 1e6, "libtorch", *torch_small * 1e6, false);
   if (auto torch_ln = kiln::bench::peer::layer_norm_seconds(rows, cols, threads)) {
     rep.report("ops", "layer_norm_8192x1024_f32", "ms", t_ln * 1e3, "libtorch", *torch_ln * 1e3, false);
     rep.report("ops", "softmax_8192x1024_f32", "ms", t_sm2 * 1e3, "libtorch",

@@ -5,6 +5,7 @@ namespace kiln::bench::peer {
 
 std::optional<double> layer_norm_seconds(long, long, int) { return std::nullopt; }
 std::optional<double> softmax_seconds(long, long, int) { return std::nullopt; }
+std::optional<double> small_add_seconds_per_call(int) { return std::nullopt; }
 std::optional<double> dense_causal_attention_seconds(long, long, long, int) { return std::nullopt; }
 std::optional<double> gpt_train_tokens_per_second(long, long, long, long, long, long, int, int) { return std::nullopt; }
 

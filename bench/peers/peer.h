@@ -10,6 +10,11 @@ namespace kiln::bench::peer {
 std::optional<double> layer_norm_seconds(long rows, long cols, int threads);
 std::optional<double> softmax_seconds(long rows, long cols, int threads);
 
+// Seconds per call of an eager add of two 1-element float32 tensors (the
+// per-op overhead: dispatch, allocation, no arithmetic to speak of), the
+// best of several batches of `calls` calls.
+std::optional<double> small_add_seconds_per_call(int calls);
+
 // Training tokens per second of the GPT of `kiln train` built from
 // torch::nn pieces (same shapes, same AdamW settings, same init scheme),
 // over `steps` steps after 2 warm-up steps.

@@ -25,6 +25,16 @@ std::optional<double> softmax_seconds(long rows, long cols, int threads) {
   return time_best([&] { y = torch::softmax(x, -1); });
 }
 
+std::optional<double> small_add_seconds_per_call(int calls) {
+  torch::NoGradGuard no_grad;
+  auto a = torch::randn({1}), b = torch::randn({1});
+  torch::Tensor y;
+  return time_best([&] {
+           for (int i = 0; i < calls; ++i) y = torch::add(a, b);
+         }) /
+         calls;
+}
+
 std::optional<double> dense_causal_attention_seconds(long heads, long len, long dim, int threads) {
   torch::set_num_threads(threads);
   const OpenBlasThreads blas(threads);  // libtorch's GEMMs go through the same OpenBLAS

@@ -407,10 +407,11 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   if (groups.empty()) return;
 
   std::ostringstream src;
-  src << "// kiln fused loops\n#include <cstdint>\n\n"
-      << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\nextern \"C\" {\n";
+  src << "// kiln fused loops\n#include <cstdint>\n\n";
+  if (kHasLibmvec) src << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\n";
+  src << "extern \"C\" {\n";
   for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff", "erfcf"})
-    src << "#pragma omp declare simd notinbranch\nfloat " << f << "(float);\n";
+    src << (kHasLibmvec ? "#pragma omp declare simd notinbranch\n" : "") << "float " << f << "(float);\n";
   src << "}\n\n" << kLoopPrelude;
   // Whether something after group g in the schedule reads value v.
   const Schedule sched{t, plan, groups};

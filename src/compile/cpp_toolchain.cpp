@@ -78,11 +78,10 @@ std::string compiler_identity(const std::string& cxx) {
 std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::string* warning) {
   const char* cxx_env = std::getenv("KILN_CXX");
   const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
-  // libmvec (glibc) gives the vectorised expf/tanhf/... the loops call.
   // -ffp-contract=off: eager rounds a * b before adding c, and so must the
   // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
   const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
-  const std::string libs = "-lmvec -lm";
+  const std::string libs = kHasLibmvec ? "-lmvec -lm" : "-lm";
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx",
                 std::hash<std::string>{}(source + "\n" + cxx + "\n" + compiler_identity(cxx) + "\n" + flags + "\n" +

@@ -235,23 +235,34 @@ std::optional<Device> inputs_device(const OpDef& op, std::span<const Tensor> inp
   return dev ? dev : scalar_dev;
 }
 
-}  // namespace
-
-std::vector<TensorMeta> output_metas(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+// output_metas, and the device whose kernel computes them: the inputs'
+// (a factory's: its output's).
+std::vector<TensorMeta> metas_on_device(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                        Device& kernel_device) {
   for (const Tensor& t : inputs)
     check(t.defined(), op.name.c_str(), "got an undefined tensor as input");
   std::vector<TensorMeta> metas = op.shape(inputs, attrs);
-  const Device dev = inputs_device(op, inputs).value_or(default_device());
+  const std::optional<Device> from_inputs = inputs_device(op, inputs);
+  const Device dev = from_inputs.value_or(default_device());
   for (TensorMeta& m : metas)
     if (!m.device) m.device = dev;
+  kernel_device = from_inputs ? *from_inputs : metas.empty() ? dev : *metas[0].device;
   return metas;
+}
+
+}  // namespace
+
+std::vector<TensorMeta> output_metas(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  Device unused;
+  return metas_on_device(op, inputs, attrs, unused);
 }
 
 // ---- kernels
 
 std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                std::span<const Tensor> out) {
-  std::vector<TensorMeta> metas = output_metas(op, inputs, attrs);
+  Device dev;
+  std::vector<TensorMeta> metas = metas_on_device(op, inputs, attrs, dev);
 
   if (op.kind == OpKind::View) {
     std::vector<Tensor> views;
@@ -310,10 +321,8 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     }
   }
 
-  // The kernel is the inputs' device's (a factory's: its output's). On meta
-  // there is nothing to compute: the outputs' metadata is the whole result.
-  const Device dev = inputs.empty() ? (metas.empty() ? default_device() : *metas[0].device)
-                                    : inputs_device(op, inputs).value_or(default_device());
+  // On meta there is nothing to compute: the outputs' metadata is the
+  // whole result.
   bool to_meta = dev.is_meta();
   for (const TensorMeta& m : metas) to_meta = to_meta || m.device->is_meta();
   if (to_meta) {
