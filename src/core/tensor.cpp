@@ -32,6 +32,30 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+// The uninitialised factories are no ops (nothing to compute, nothing a
+// mode needs to see): storage from the device's allocator, in core, so
+// kernels allocate without calling up into src/ops.
+Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
+  const DType dtype = options.dtype_or(kFloat32);
+  const Device device = options.device_or_default();
+  const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "empty_strided");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<StorageImpl>(nbytes, device);
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->dtype = dtype;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+Tensor empty(Shape sizes, TensorOptions options) {
+  shape_nbytes(sizes, options.dtype_or(kFloat32), "empty");  // Note [Checked sizes], before the strides
+  Shape strides = contiguous_strides(sizes);
+  return empty_strided(std::move(sizes), std::move(strides), options);
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
+
 thread_local detail::ConcreteValueHook detail::concrete_value_hook = nullptr;
 thread_local detail::TracedBackwardHook detail::traced_backward_hook = nullptr;
 thread_local const SourceLocation* detail::api_location = nullptr;

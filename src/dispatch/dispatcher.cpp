@@ -362,8 +362,12 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
       profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
-  for (auto& [dst, tmp] : copy_back) {
-    dst.copy_(tmp);
+  if (!copy_back.empty()) {  // through the copy op's kernel (the dispatcher calls no op front end)
+    static const OpDef* const to_copy = find_op("_to_copy");
+    for (auto& [dst, tmp] : copy_back) {
+      const Tensor src[] = {tmp}, dsts[] = {dst};
+      run_kernel(*to_copy, src, {{"dtype", dst.dtype()}, {"device", dst.device()}}, dsts);
+    }
   }
   if (!out.empty()) {
     std::vector<Tensor> result(out.begin(), out.end());

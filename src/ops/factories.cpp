@@ -102,26 +102,6 @@ const Tensor& Tensor::zero_(SourceLocation where) const {
   return fill_(0);
 }
 
-Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
-  const DType dtype = options.dtype_or(kFloat32);
-  const Device device = options.device_or_default();
-  const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "empty_strided");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(nbytes, device);
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
-  impl->dtype = dtype;
-  impl->device = device;
-  return Tensor(std::move(impl));
-}
-
-Tensor empty(Shape sizes, TensorOptions options) {
-  shape_nbytes(sizes, options.dtype_or(kFloat32), "empty");  // Note [Checked sizes], before the strides
-  Shape strides = contiguous_strides(sizes);
-  return empty_strided(std::move(sizes), std::move(strides), options);
-}
-
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor full(Shape sizes, Scalar value, TensorOptions options) {
   return make_factory(kFill, std::move(sizes), options.dtype_or(value.dtype()), options.device_or_default(),
                       {{"value", value.to_double()}});

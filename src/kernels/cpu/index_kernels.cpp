@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 
@@ -17,7 +18,7 @@ namespace {
 Tensor lines_like(const Tensor& t, const Tensor& index, int64_t dim) {
   Shape s = index.sizes();
   s[dim] = t.size(dim);
-  return t.as_strided(s, t.strides(), t.storage_offset());
+  return view_of(t, s, t.strides(), t.storage_offset());
 }
 
 // As in PyTorch, gather, scatter, index_select and embedding take indices
@@ -44,7 +45,7 @@ void cat_kernel(const OpCall& c) {
   int64_t offset = 0;
   for (const Tensor& in : c.inputs) {
     if (in.numel() == 0 && in.dim() == 1 && out.dim() != 1) continue;  // legacy empty inputs
-    Tensor dst = out.narrow(dim, offset, in.size(dim));
+    Tensor dst = narrowed(out, dim, offset, in.size(dim));
     Tensor ins[] = {in};
     Tensor outs[] = {dst};
     copy_kernel(OpCall{ins, c.attrs, outs});
@@ -178,7 +179,7 @@ void index_select_kernel(const OpCall& c) {
   std::vector<int64_t> idx(static_cast<size_t>(n));
   visit_index(index, op, [&](auto itag) {
     using I = decltype(itag);
-    const Tensor flat = index.reshape({-1});
+    const Tensor flat = reshaped_contiguous(contiguous(index), {n});
     const I* ip = flat.data_ptr<I>();
     const int64_t st = flat.stride(0);
     for (int64_t i = 0; i < n; ++i) idx[i] = checked_index(static_cast<int64_t>(ip[i * st]), size, op);
@@ -225,7 +226,7 @@ void embedding_kernel(const OpCall& c) {
   // weight (V, D), indices (...) -> (..., D): rows of weight by index.
   const Tensor& w = c.inputs[0];
   const Tensor& out = c.outputs[0];
-  Tensor flat = out.view({-1, w.size(1)});
+  Tensor flat = reshaped_contiguous(out, {c.inputs[1].numel(), w.size(1)});
   Tensor ins[] = {w, c.inputs[1]};
   Tensor outs[] = {flat};
   Attrs a{{"dim", int64_t{0}}, {"op", std::string("embedding")}};
@@ -233,7 +234,7 @@ void embedding_kernel(const OpCall& c) {
 }
 
 void one_hot_kernel(const OpCall& c) {
-  const Tensor idx = c.inputs[0].contiguous();
+  const Tensor idx = contiguous(c.inputs[0]);
   const Tensor& out = c.outputs[0];
   const int64_t classes = out.size(out.dim() - 1);
   int64_t* o = out.data_ptr<int64_t>();
@@ -254,7 +255,7 @@ void triangle_kernel(const OpCall& c) {
   const int64_t R = x.size(x.dim() - 2), C = x.size(x.dim() - 1);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const Tensor xc = x.contiguous();
+    const Tensor xc = contiguous(x);
     const T* xp = xc.data_ptr<T>();
     T* op = out.data_ptr<T>();
     parallel_for(0, x.numel(), kGrain, [&](int64_t b, int64_t e) {

@@ -10,6 +10,7 @@
 
 #include "kiln/detail/aligned_buffer.h"
 #include "core/convert.h"
+#include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 
@@ -217,7 +218,7 @@ void matmul_kernel(const OpCall& c) {
     Tensor tmp = empty(out.sizes(), out.dtype());
     Tensor outs[] = {tmp};
     matmul_kernel(OpCall{c.inputs, c.attrs, outs});
-    out.copy_(tmp);
+    copy_into(out, tmp);
     return;
   }
   switch (out.dtype()) {
@@ -225,9 +226,9 @@ void matmul_kernel(const OpCall& c) {
     case kFloat64: return blas_matmul<double>(a, b, out);
     case kFloat16:
     case kBFloat16: {
-      Tensor a32 = a.to(kFloat32), b32 = b.to(kFloat32), o32 = empty(out.sizes(), kFloat32);
+      Tensor a32 = converted(a, kFloat32), b32 = converted(b, kFloat32), o32 = empty(out.sizes(), kFloat32);
       blas_matmul<float>(a32, b32, o32);
-      out.copy_(o32);
+      copy_into(out, o32);
       return;
     }
     default:
@@ -248,7 +249,7 @@ void matmul_kernel(const OpCall& c) {
 // over C is gone.
 void matmul_bias_kernel(const OpCall& c) {
   const Tensor& out = c.outputs[0];
-  const Tensor bias = c.inputs[2].contiguous();
+  const Tensor bias = contiguous(c.inputs[2]);
   const DType dt = out.dtype();
   const int64_t N = out.dim() ? out.size(-1) : 0;
   check((dt == kFloat32 || dt == kFloat64) && c.inputs[0].dtype() == dt && c.inputs[1].dtype() == dt &&

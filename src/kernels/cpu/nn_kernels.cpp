@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd.h"
@@ -76,7 +77,7 @@ void softmax_kernel(const OpCall& c) {
 // size n in the input's dtype. Outputs: y, and per row mean and rstd (f32,
 // kept for the backward pass).
 void layer_norm_kernel(const OpCall& c) {
-  const Tensor x = c.inputs[0].contiguous();
+  const Tensor x = contiguous(c.inputs[0]);
   const bool has_w = c.attrs.get_bool("has_weight"), has_b = c.attrs.get_bool("has_bias");
   const bool rms = c.attrs.get_bool("rms");
   const double eps = c.attrs.get_double("eps");
@@ -91,7 +92,7 @@ void layer_norm_kernel(const OpCall& c) {
     // Weight and bias as C arrays (converted once, not per row).
     std::vector<C> wc, bc;
     auto to_c = [&](const Tensor& t, std::vector<C>& out) {
-      Tensor tc = t.contiguous();
+      Tensor tc = contiguous(t);
       out.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) out[i] = convert<C>(tc.data_ptr<T>()[i]);
     };

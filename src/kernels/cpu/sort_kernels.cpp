@@ -6,6 +6,7 @@
 
 #include "core/philox.h"
 #include "core/convert.h"
+#include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 
@@ -25,7 +26,7 @@ void sort_kernel(const OpCall& c) {
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = std::conditional_t<is_16bit_float<T>, float, T>;
-    Tensor xl = x.as_strided(vals.sizes(), x.strides(), x.storage_offset());
+    Tensor xl = view_of(x, vals.sizes(), x.strides(), x.storage_offset());
     for_each_line<3>({&vals, &idx, &xl}, dim, n, [&](const std::array<char*, 3>& b, int64_t) {
       const T* xp = reinterpret_cast<const T*>(b[2]);
       std::vector<int64_t> order(static_cast<size_t>(n));
@@ -51,7 +52,7 @@ void sort_kernel(const OpCall& c) {
 // probs (R, n) or (n,): draws num_samples category indices per row from the
 // (unnormalised) weights, with or without replacement.
 void multinomial_kernel(const OpCall& c) {
-  const Tensor p = c.inputs[0].to(kFloat64).contiguous();
+  const Tensor p = converted(c.inputs[0], kFloat64);
   const Tensor& out = c.outputs[0];
   const int64_t n = p.size(p.dim() - 1);
   const int64_t rows = p.dim() == 2 ? p.size(0) : 1;

@@ -1,0 +1,55 @@
+// Kernel-side tensors (kernel_tensors.h).
+#include "kernels/cpu/kernel_tensors.h"
+
+#include "kernels/cpu/kernels.h"
+#include "kiln/dispatch.h"
+
+namespace kiln::cpu {
+
+Tensor view_of(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offset) {
+  const TensorImpl* base = t.impl();
+  const size_t reach = layout_extent_nbytes(sizes, strides, storage_offset, base->dtype, "kernel view");
+  check(reach <= base->storage->nbytes(), "kernel view", "a view of size ", shape_text(sizes), " needs ", reach,
+        " bytes but the storage holds ", base->storage->nbytes());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base->storage;
+  impl->version = base->version;
+  impl->dtype = base->dtype;
+  impl->device = base->device;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->storage_offset = storage_offset;
+  return Tensor(std::move(impl));
+}
+
+Tensor narrowed(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  Shape sizes = t.sizes();
+  sizes[dim] = length;
+  return view_of(t, std::move(sizes), t.strides(), t.storage_offset() + start * t.stride(dim));
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  check(dst.sizes() == src.sizes(), "kernel copy", "sizes ", shape_text(dst.sizes()), " and ", shape_text(src.sizes()),
+        " differ");
+  const Tensor ins[] = {src};
+  Tensor outs[] = {dst};
+  const Attrs none;
+  copy_kernel(OpCall{ins, none, outs});
+}
+
+Tensor converted(const Tensor& t, DType dtype) {
+  Tensor out = empty(t.sizes(), TensorOptions(dtype).device(t.device()));
+  copy_into(out, t);
+  return out;
+}
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : converted(t, t.dtype()); }
+
+Tensor reshaped_contiguous(const Tensor& t, Shape sizes) {
+  check(t.is_contiguous() && shape_numel(sizes) == t.numel(), "kernel view", "cannot see ", shape_text(t.sizes()),
+        " as ", shape_text(sizes));
+  Shape strides = contiguous_strides(sizes);
+  return view_of(t, std::move(sizes), std::move(strides), t.storage_offset());
+}
+
+}  // namespace kiln::cpu
