@@ -26,26 +26,35 @@ class MetaAllocator final : public Allocator {
   void deallocate(void*, size_t) override {}
 };
 
-// Function-local statics, so a storage made during another translation
-// unit's static initialisation finds the built-in allocators.
-std::array<std::atomic<Allocator*>, kNumDeviceTypes>& allocators() {
-  static CpuAllocator cpu;
-  static MetaAllocator meta;
-  static std::array<std::atomic<Allocator*>, kNumDeviceTypes> table{&cpu, &meta};
-  return table;
-}
+// Constant-initialised, so a storage made during another translation unit's
+// static initialisation finds the built-in allocators, and the lookup on
+// every allocation has no initialisation guard to test.
+constinit CpuAllocator cpu_allocator;
+constinit MetaAllocator meta_allocator;
+constinit std::array<std::atomic<Allocator*>, kNumDeviceTypes> allocator_table{&cpu_allocator, &meta_allocator};
 
 thread_local Device thread_default_device;
+// Guards alive on any thread: while none is, every default is the CPU and
+// default_device() reads no thread-local (a call into __tls_get_addr from a
+// shared library), since the dispatcher asks on every op.
+std::atomic<int> guards_alive{0};
 
 }  // namespace
 
-Device default_device() { return thread_default_device; }
+Device default_device() {
+  if (guards_alive.load(std::memory_order_relaxed) == 0) return Device(kCPU);
+  return thread_default_device;
+}
 
 DefaultDeviceGuard::DefaultDeviceGuard(Device device) : previous_(thread_default_device) {
+  guards_alive.fetch_add(1, std::memory_order_relaxed);
   thread_default_device = device;
 }
 
-DefaultDeviceGuard::~DefaultDeviceGuard() { thread_default_device = previous_; }
+DefaultDeviceGuard::~DefaultDeviceGuard() {
+  thread_default_device = previous_;
+  guards_alive.fetch_sub(1, std::memory_order_relaxed);
+}
 
 const char* device_type_name(DeviceType t) {
   switch (t) {
@@ -85,11 +94,11 @@ std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str
 
 void register_allocator(DeviceType type, Allocator* allocator) {
   check(allocator != nullptr, "register_allocator", "null allocator for device type ", device_type_name(type));
-  allocators()[static_cast<int>(type)].store(allocator, std::memory_order_release);
+  allocator_table[static_cast<int>(type)].store(allocator, std::memory_order_release);
 }
 
 Allocator* allocator_for(DeviceType type) {
-  return allocators()[static_cast<int>(type)].load(std::memory_order_acquire);
+  return allocator_table[static_cast<int>(type)].load(std::memory_order_acquire);
 }
 
 }  // namespace kiln

@@ -35,10 +35,9 @@ bool Tensor::is_contiguous() const {
 // The uninitialised factories are no ops (nothing to compute, nothing a
 // mode needs to see): storage from the device's allocator, in core, so
 // kernels allocate without calling up into src/ops.
-Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
-  const DType dtype = options.dtype_or(kFloat32);
-  const Device device = options.device_or_default();
-  const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "empty_strided");
+namespace {
+
+Tensor new_tensor(Shape sizes, Shape strides, size_t nbytes, DType dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<StorageImpl>(nbytes, device);
   impl->sizes = std::move(sizes);
@@ -48,10 +47,21 @@ Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
   return Tensor(std::move(impl));
 }
 
+}  // namespace
+
+Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
+  const DType dtype = options.dtype_or(kFloat32);
+  const size_t nbytes = layout_extent_nbytes(sizes, strides, 0, dtype, "empty_strided");
+  return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default());
+}
+
 Tensor empty(Shape sizes, TensorOptions options) {
-  shape_nbytes(sizes, options.dtype_or(kFloat32), "empty");  // Note [Checked sizes], before the strides
+  // Every op's output comes from here: contiguous, so its extent is its
+  // byte size (Note [Checked sizes]), without empty_strided's general walk.
+  const DType dtype = options.dtype_or(kFloat32);
+  const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
   Shape strides = contiguous_strides(sizes);
-  return empty_strided(std::move(sizes), std::move(strides), options);
+  return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default());
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }

@@ -220,8 +220,8 @@ namespace {
 std::optional<Device> inputs_device(const OpDef& op, std::span<const Tensor> inputs) {
   std::optional<Device> dev, scalar_dev;
   for (const Tensor& t : inputs) {
-    const Device d = t.device();
-    if (d.is_cpu() && t.dim() == 0) {
+    const Device d = t.impl()->device;  // (defined: checked by the caller)
+    if (d.is_cpu() && t.impl()->sizes.empty()) {
       scalar_dev = d;
       continue;
     }
@@ -237,13 +237,13 @@ std::optional<Device> inputs_device(const OpDef& op, std::span<const Tensor> inp
 
 // output_metas, and the device whose kernel computes them: the inputs'
 // (a factory's: its output's).
-std::vector<TensorMeta> metas_on_device(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+inline std::vector<TensorMeta> metas_on_device(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                         Device& kernel_device) {
   for (const Tensor& t : inputs)
     check(t.defined(), op.name.c_str(), "got an undefined tensor as input");
   std::vector<TensorMeta> metas = op.shape(inputs, attrs);
   const std::optional<Device> from_inputs = inputs_device(op, inputs);
-  const Device dev = from_inputs.value_or(default_device());
+  const Device dev = from_inputs ? *from_inputs : default_device();
   for (TensorMeta& m : metas)
     if (!m.device) m.device = dev;
   kernel_device = from_inputs ? *from_inputs : metas.empty() ? dev : *metas[0].device;
@@ -295,7 +295,8 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   std::vector<std::pair<Tensor, Tensor>> copy_back;
   for (const TensorMeta& m : metas) shape_nbytes(m.sizes, m.dtype, op.name.c_str());  // Note [Checked sizes]
   if (out.empty()) {
-    for (const TensorMeta& m : metas) outputs.push_back(empty(m.sizes, TensorOptions(m.dtype).device(*m.device)));
+    // (The sizes move into the outputs: nothing below reads them.)
+    for (TensorMeta& m : metas) outputs.push_back(empty(std::move(m.sizes), TensorOptions(m.dtype).device(*m.device)));
   } else {
     check(out.size() == metas.size(), op.name.c_str(), "expected ", metas.size(), " out= tensors but got ",
           out.size());
@@ -337,8 +338,10 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", dev);
   {
     // Factories a kernel calls (temporaries) allocate on the kernel's device,
-    // whatever default this thread set for user code.
-    const DefaultDeviceGuard kernel_device(dev);
+    // whatever default this thread set for user code (a guard only then:
+    // this runs for every op).
+    std::optional<DefaultDeviceGuard> kernel_device;
+    if (default_device() != dev) kernel_device.emplace(dev);
     // Ops a kernel calls internally (a dtype conversion, a temporary) are
     // implementation details: they run directly, never seen by modes.
     Visibility restore(mode_stack);
