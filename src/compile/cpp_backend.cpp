@@ -21,15 +21,6 @@
 namespace kiln::compiler::detail {
 namespace {
 
-DType dtype_of_value(const Trace& t, int v) {
-  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].dtype() : t.values[v]->dtype;
-}
-bool contiguous_value(const Trace& t, int v) {
-  if (t.value_ext[v] >= 0) return t.externals[t.value_ext[v]].is_contiguous();
-  return t.values[v]->strides == contiguous_strides(t.values[v]->sizes);
-}
-
-bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 && contiguous_value(t, v); }
 
 // Note [Loop groups]
 // A loop runs over an iteration space of `rows` rows of `cols` contiguous
@@ -325,68 +316,25 @@ bool form_group(const Trace& t, const Plan& p, std::vector<Group>& groups, std::
   return true;
 }
 
-// A bias add on a GEMM's result that nothing else reads (a linear layer's
-// bias, where no loop takes it: the QKV projection feeding attention) runs
-// inside the GEMM as bmm_bias (Note [Bias in the GEMM]): the add leaves the
-// order and its value becomes the GEMM's (reshaped) result. Not when the
-// sum without bias is wanted (handed out, saved for the backward, written
-// back).
-void fold_bias_adds(const Trace& t, Plan& plan) {
-  const int nv = t.num_values();
-  std::vector<int> producer(nv, -1), pos(t.nodes.size(), -1), uses(nv, 0);
-  for (size_t i = 0; i < plan.order.size(); ++i) {
-    const int n = plan.order[i];
-    pos[n] = static_cast<int>(i);
-    for (int o : t.nodes[n].outputs) producer[o] = n;
-    for (int in : t.nodes[n].inputs) uses[plan.rep[in]]++;
-  }
-  std::vector<bool> kept(nv, false);
-  for (int v = 0; v < nv; ++v)
-    if (t.live[v] || (!plan.saved.empty() && plan.saved[v])) kept[v] = kept[plan.rep[v]] = true;
-  for (const Trace::Writeback& w : t.writebacks) kept[w.value] = kept[plan.rep[w.value]] = true;
-  std::vector<int> folded;  // the add nodes
-  for (int n : plan.order) {
-    const TracedNode& add = t.nodes[n];
-    if (add.op->name != "add" || add.inputs.size() != 2 || add.attrs.get_double("alpha") != 1.0) continue;
-    const int out = add.outputs[0];
-    if (kept[out]) continue;
-    for (int side = 0; side < 2; ++side) {
-      const int x = plan.rep[add.inputs[side]], bias = plan.rep[add.inputs[1 - side]];
-      const Shape& xs = sizes_of(t, x);
-      const Shape& bs = sizes_of(t, bias);
-      if (xs.empty() || bs.size() != 1 || bs[0] != xs.back() || sizes_of(t, out) != xs || !plain_f32(t, bias))
-        continue;
-      // x is the GEMM's result, or a reshape of it; each read only here.
-      int m = x;
-      if (producer[x] >= 0 && t.nodes[producer[x]].op->name == "view") m = plan.rep[t.nodes[producer[x]].inputs[0]];
-      const int g = producer[m];
-      if (g < 0 || t.nodes[g].op->name != "bmm_broadcast" || !plain_f32(t, m) || sizes_of(t, m).back() != xs.back())
-        continue;
-      if (uses[x] != 1 || kept[x] || (m != x && (uses[m] != 1 || kept[m]))) continue;
-      // One bias per GEMM: a second add of the folded sum (b + (x @ w + b)) stays an add.
-      if (!plan.bias_of.empty() && plan.bias_of[g] >= 0) continue;
-      if (producer[bias] >= 0 && pos[producer[bias]] > pos[g]) continue;  // the bias must exist when the GEMM runs
-      if (plan.bias_of.empty()) plan.bias_of.assign(t.nodes.size(), -1);
-      plan.bias_of[g] = bias;
-      for (int v = 0; v < nv; ++v)
-        if (plan.rep[v] == out) plan.rep[v] = x;
-      folded.push_back(n);
-      break;
+// Stage "fuse": the loop groups, each replacing its members in seq by its
+// entry (-1 - g) where the schedule puts it.
+std::vector<Group> fuse(const Trace& t, const Plan& plan, std::vector<int>& seq) {
+  std::vector<Group> groups;
+  for (size_t i = 0; i < seq.size(); ++i)
+    while (form_group(t, plan, groups, seq, i)) {
     }
-  }
-  for (int n : folded) {
-    const auto it = std::find(plan.order.begin(), plan.order.end(), n);
-    plan.fused.erase(plan.fused.begin() + (it - plan.order.begin()));
-    plan.order.erase(it);
-  }
+  return groups;
 }
 
-}  // namespace
+// What code generation gives: the source and, per group, the loop's
+// description (its function still to be bound once the source is built).
+struct Generated {
+  std::string source;
+  std::vector<std::shared_ptr<FusedKernel>> kernels;
+};
 
-namespace {
-
-void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
-  fold_bias_adds(t, plan);
+// Stage "generate": one C++ function per group.
+Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups, const std::vector<int>& seq) {
   // Uses of each value outside its node, to know what a loop must write.
   std::vector<int> users_after(t.num_values(), 0);
   for (int n : plan.order) for_each_read(t, plan, n, [&](int v) { users_after[v]++; });
@@ -398,13 +346,6 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
   std::map<int, int> overwrites;
   for (const Trace::Writeback& w : t.writebacks)
     if (w.over >= 0) overwrites.emplace(plan.rep[w.value], plan.rep[w.over]);
-
-  std::vector<Group> groups;
-  std::vector<int> seq = plan.order;
-  for (size_t i = 0; i < seq.size(); ++i)
-    while (form_group(t, plan, groups, seq, i)) {
-    }
-  if (groups.empty()) return;
 
   std::ostringstream src;
   src << "// kiln fused loops\n#include <cstdint>\n\n";
@@ -460,7 +401,7 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     };
     for (const Member& m : grp.members) {
       const TracedNode& n = t.nodes[m.node];
-      k->nodes.push_back(m.node);
+      k->node_list.push_back(m.node);
       for (int in : n.inputs)  // a value read inside the loop that makes it needs no store for this use
         if (name.count(plan.rep[in])) users_after[plan.rep[in]]--;
       const int out = n.outputs[0];
@@ -670,23 +611,41 @@ void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
     src << "  }\n}\n\n";
     kernels.push_back(k);
   }
-  plan.source = src.str();
-  const std::shared_ptr<SharedObject> so = load_or_build(plan.source, warning);
-  if (!so) return;
-  for (auto& k : kernels) {
+  return Generated{src.str(), std::move(kernels)};
+}
+
+// Stage "build": the source compiled (or found in the disk cache) and each
+// loop's function bound; false (and *warning) when that fails.
+bool build(Generated& code, std::string* warning) {
+  const std::shared_ptr<SharedObject> so = load_or_build(code.source, warning);
+  if (!so) return false;
+  for (auto& k : code.kernels) {
     k->library = so;
     k->fn = reinterpret_cast<FusedFn>(::dlsym(so->handle, k->symbol.c_str()));
     if (!k->fn) {
       *warning = "generated code lacks " + k->symbol + "; running the graph with the interpreter";
-      return;
+      return false;
     }
   }
-  // Each group runs as one entry, where the schedule put it.
+  return true;
+}
+
+// The backend: the pipeline's stages after "simplify" (passes.cpp), in
+// order: fold bias adds, fuse, generate, build; then each group runs as one
+// entry of the plan, where the schedule put it ("run": the interpreter).
+void generate_cpp(const Trace& t, Plan& plan, std::string* warning) {
+  fold_bias_adds(t, plan);
+  std::vector<int> seq = plan.order;
+  std::vector<Group> groups = fuse(t, plan, seq);
+  if (groups.empty()) return;
+  Generated code = generate(t, plan, groups, seq);
+  plan.source = code.source;
+  if (!build(code, warning)) return;
   std::vector<int> order;
-  std::vector<std::shared_ptr<FusedKernel>> fused;
+  std::vector<std::shared_ptr<const FusedEntry>> fused;
   for (int item : seq) {
-    order.push_back(item >= 0 ? item : kernels[-1 - item]->nodes.front());
-    fused.push_back(item >= 0 ? nullptr : kernels[-1 - item]);
+    order.push_back(item >= 0 ? item : code.kernels[-1 - item]->nodes().front());
+    fused.push_back(item >= 0 ? nullptr : code.kernels[-1 - item]);
   }
   plan.order = std::move(order);
   plan.fused = std::move(fused);

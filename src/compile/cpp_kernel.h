@@ -15,8 +15,13 @@ namespace kiln::compiler::detail {
 
 using FusedFn = void (*)(const float* const* in, const float* scalars, float* const* out, int64_t lo, int64_t hi);
 
-struct FusedKernel {
-  std::vector<int> nodes;    // in order; run one by one when the loop cannot be used
+struct FusedKernel final : FusedEntry {
+  const std::vector<int>& nodes() const override { return node_list; }
+  // Checks that this call's values fit the loop, then runs it over the
+  // thread pool (cpp_runtime.cpp).
+  bool run(std::vector<Tensor>& vals, const Trace& t) const override;
+
+  std::vector<int> node_list;  // in order
   std::vector<int> inputs;   // tensor inputs
   // Per input: how the loop indexes it, 'j' per element (rows * cols
   // elements), 'r' per row (rows elements), 'c' per column (cols elements),
@@ -49,8 +54,5 @@ struct FusedKernel {
 // Rows per call of a row loop (a fixed chunk: ColSum's partial rows).
 inline int64_t chunk_rows(int64_t cols) { return std::max<int64_t>(1, 32768 / cols); }
 
-inline const Shape& sizes_of(const Trace& t, int v) {
-  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].sizes() : t.values[v]->sizes;
-}
 
 }  // namespace kiln::compiler::detail

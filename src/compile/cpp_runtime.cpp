@@ -17,10 +17,10 @@ std::atomic<int64_t> fused_run_count{0};
 
 }  // namespace
 
-const std::vector<int>& fused_nodes(const FusedKernel& k) { return k.nodes; }
 int64_t fused_loop_runs() { return fused_run_count.load(); }
 
-bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) {
+bool FusedKernel::run(std::vector<Tensor>& vals, const Trace& t) const {
+  const FusedKernel& k = *this;
   // The structure key fixes dtypes and layouts, but not every size under
   // dynamic shapes: check before trusting the loop.
   const Shape& shape = sizes_of(t, k.space_value);
@@ -91,8 +91,8 @@ bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t) 
   }
   if (timed) {  // "loop(add,mul,sum,...) [shape]"
     std::string key = "loop(";
-    for (size_t i = 0; i < k.nodes.size() && i < 8; ++i) key.append(i ? "," : "").append(t.nodes[k.nodes[i]].op->name);
-    key.append(k.nodes.size() > 8 ? ",...) " : ") ").append(shape_str(shape));
+    for (size_t i = 0; i < k.node_list.size() && i < 8; ++i) key.append(i ? "," : "").append(t.nodes[k.node_list[i]].op->name);
+    key.append(k.node_list.size() > 8 ? ",...) " : ") ").append(shape_str(shape));
     profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   for (const auto& [node, source] : k.views_after) {

@@ -77,8 +77,18 @@ struct Trace {
   }
 };
 
-// A run of elementwise nodes compiled into one loop (cpp backend).
-struct FusedKernel;
+// A backend's unit of work that runs in place of a group of nodes (the cpp
+// backend's generated loop, cpp_kernel.h). The interpreter runs it where
+// the plan says, knowing nothing of how it computes.
+class FusedEntry {
+ public:
+  virtual ~FusedEntry() = default;
+  // The nodes it replaces, in order: run one by one when it cannot run.
+  virtual const std::vector<int>& nodes() const = 0;
+  // Runs over the values computed so far, writing its results into vals;
+  // false (nothing done) when this call's inputs do not fit it.
+  virtual bool run(std::vector<Tensor>& vals, const Trace& t) const = 0;
+};
 // The compiled backward of a graph whose inputs require grad (backward.cpp).
 struct BackwardGraph;
 
@@ -89,11 +99,12 @@ struct Plan {
   std::vector<int> rep;    // per value: the value computing it (common subexpressions merged)
   // Per entry of order: null, or a fused loop that runs instead of that node
   // (and of the other nodes of its group, which are not in order).
-  std::vector<std::shared_ptr<FusedKernel>> fused;
+  std::vector<std::shared_ptr<const FusedEntry>> fused;
   std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
-  // Per node: the bias value a bmm_broadcast runs with as bmm_bias (its
-  // bias add folded in, Note [Bias in the GEMM]), or -1; empty: none.
+  // Per node: the bias value a bmm_broadcast runs with as gemm_with_bias
+  // (its bias add folded in by fold_bias_adds), or -1; empty: none.
   std::vector<int> bias_of;
+  const OpDef* gemm_with_bias = nullptr;
   // Values computed once when the plan was made (constant folding), bound
   // before the nodes run; never handed to the program without a copy.
   std::vector<std::pair<int, Tensor>> constants;
@@ -107,6 +118,19 @@ struct Plan {
   std::vector<bool> saved;
   std::string backward_note;
 };
+
+// A value's sizes, dtype and contiguity, whether a graph input or computed.
+inline const Shape& sizes_of(const Trace& t, int v) {
+  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].sizes() : t.values[v]->sizes;
+}
+inline DType dtype_of_value(const Trace& t, int v) {
+  return t.value_ext[v] >= 0 ? t.externals[t.value_ext[v]].dtype() : t.values[v]->dtype;
+}
+inline bool contiguous_value(const Trace& t, int v) {
+  if (t.value_ext[v] >= 0) return t.externals[t.value_ext[v]].is_contiguous();
+  return t.values[v]->strides == contiguous_strides(t.values[v]->sizes);
+}
+inline bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 && contiguous_value(t, v); }
 
 // Calls fn(value) for each value node n reads when the plan runs it: its
 // inputs, and the bias a bmm_broadcast runs with (Plan::bias_of).
@@ -150,6 +174,10 @@ Plan optimize(const Trace& t);
 // results) are run now and leave plan.order; random ops are never folded.
 void fold_constants(const Trace& t, Plan& plan, const std::vector<bool>& constant_inputs);
 bool is_constant(const Plan& plan, int v);
+// Stage "fold bias adds" (a backend's choice: it changes the GEMM's
+// rounding): a float32 bias add of a GEMM's result runs inside the GEMM
+// (Note [Bias in the GEMM]); fills plan.bias_of and plan.gemm_with_bias.
+void fold_bias_adds(const Trace& t, Plan& plan);
 // Buffer reuse: fills plan.frees, after the backend fixed plan.order.
 // Values in `keep` (read after the plan ran) are never freed.
 void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep);
@@ -183,9 +211,5 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
 // Runs the plan on the trace's inputs and makes every live pending tensor
 // hold its value.
 void execute(const Plan& plan, Trace& t);
-// Runs one fused loop over the values computed so far; false (nothing done)
-// when this call's inputs do not fit it (the nodes then run one by one).
-bool run_fused(const FusedKernel& k, std::vector<Tensor>& vals, const Trace& t);
-const std::vector<int>& fused_nodes(const FusedKernel& k);
 
 }  // namespace kiln::compiler::detail

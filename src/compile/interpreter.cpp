@@ -42,10 +42,9 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
     ins.clear();
     for (int in : node.inputs) ins.push_back(vals[plan.rep[in]]);
     const OpDef* op = node.op;
-    if (!plan.bias_of.empty() && plan.bias_of[n] >= 0) {
-      static const OpDef* bmm_bias = find_op("bmm_bias");
+    if (!plan.bias_of.empty() && plan.bias_of[n] >= 0) {  // fold_bias_adds
       ins.push_back(vals[plan.rep[plan.bias_of[n]]]);
-      op = bmm_bias;
+      op = plan.gemm_with_bias;
     }
     std::vector<Tensor> outs;
     if (record_grad) {
@@ -58,13 +57,13 @@ void run_plan(const Plan& plan, const Trace& t, std::vector<Tensor>& vals, bool 
     for (size_t o = 0; o < outs.size(); ++o) vals[node.outputs[o]] = std::move(outs[o]);
   };
   for (size_t i = 0; i < plan.order.size(); ++i) {
-    const FusedKernel* k = plan.fused[i].get();
+    const FusedEntry* k = plan.fused[i].get();
     if (!k) {
       run_node(plan.order[i]);
-    } else if (record_grad || !run_fused(*k, vals, t)) {
-      // Generated loops record no autograd history: when autograd must
+    } else if (record_grad || !k->run(vals, t)) {
+      // Fused entries record no autograd history: when autograd must
       // record, the group runs op by op through the dispatcher.
-      for (int n : fused_nodes(*k)) run_node(n);
+      for (int n : k->nodes()) run_node(n);
     }
     if (i < plan.frees.size())
       for (int v : plan.frees[i]) vals[v] = Tensor();

@@ -1,6 +1,7 @@
 // Graph passes of kiln::compile: common-subexpression elimination and
 // dead-code elimination, decided from the graph's structure only (so a plan
 // is valid for every trace with the same structure key).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <unordered_map>
@@ -148,11 +149,70 @@ bool is_constant(const Plan& plan, int v) {
   return false;
 }
 
+// A bias add on a GEMM's result that nothing else reads (a linear layer's
+// bias, where no loop takes it: the QKV projection feeding attention) runs
+// inside the GEMM as bmm_bias (Note [Bias in the GEMM]): the add leaves the
+// order and its value becomes the GEMM's (reshaped) result. Not when the
+// sum without bias is wanted (handed out, saved for the backward, written
+// back).
+void fold_bias_adds(const Trace& t, Plan& plan) {
+  const int nv = t.num_values();
+  std::vector<int> producer(nv, -1), pos(t.nodes.size(), -1), uses(nv, 0);
+  for (size_t i = 0; i < plan.order.size(); ++i) {
+    const int n = plan.order[i];
+    pos[n] = static_cast<int>(i);
+    for (int o : t.nodes[n].outputs) producer[o] = n;
+    for (int in : t.nodes[n].inputs) uses[plan.rep[in]]++;
+  }
+  std::vector<bool> kept(nv, false);
+  for (int v = 0; v < nv; ++v)
+    if (t.live[v] || (!plan.saved.empty() && plan.saved[v])) kept[v] = kept[plan.rep[v]] = true;
+  for (const Trace::Writeback& w : t.writebacks) kept[w.value] = kept[plan.rep[w.value]] = true;
+  std::vector<int> folded;  // the add nodes
+  for (int n : plan.order) {
+    const TracedNode& add = t.nodes[n];
+    if (add.op->name != "add" || add.inputs.size() != 2 || add.attrs.get_double("alpha") != 1.0) continue;
+    const int out = add.outputs[0];
+    if (kept[out]) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int x = plan.rep[add.inputs[side]], bias = plan.rep[add.inputs[1 - side]];
+      const Shape& xs = sizes_of(t, x);
+      const Shape& bs = sizes_of(t, bias);
+      if (xs.empty() || bs.size() != 1 || bs[0] != xs.back() || sizes_of(t, out) != xs || !plain_f32(t, bias))
+        continue;
+      // x is the GEMM's result, or a reshape of it; each read only here.
+      int m = x;
+      if (producer[x] >= 0 && t.nodes[producer[x]].op->name == "view") m = plan.rep[t.nodes[producer[x]].inputs[0]];
+      const int g = producer[m];
+      if (g < 0 || t.nodes[g].op->name != "bmm_broadcast" || !plain_f32(t, m) || sizes_of(t, m).back() != xs.back())
+        continue;
+      if (uses[x] != 1 || kept[x] || (m != x && (uses[m] != 1 || kept[m]))) continue;
+      // One bias per GEMM: a second add of the folded sum (b + (x @ w + b)) stays an add.
+      if (!plan.bias_of.empty() && plan.bias_of[g] >= 0) continue;
+      if (producer[bias] >= 0 && pos[producer[bias]] > pos[g]) continue;  // the bias must exist when the GEMM runs
+      if (plan.bias_of.empty()) {
+        plan.bias_of.assign(t.nodes.size(), -1);
+        plan.gemm_with_bias = find_op("bmm_bias");
+      }
+      plan.bias_of[g] = bias;
+      for (int v = 0; v < nv; ++v)
+        if (plan.rep[v] == out) plan.rep[v] = x;
+      folded.push_back(n);
+      break;
+    }
+  }
+  for (int n : folded) {
+    const auto it = std::find(plan.order.begin(), plan.order.end(), n);
+    plan.fused.erase(plan.fused.begin() + (it - plan.order.begin()));
+    plan.order.erase(it);
+  }
+}
+
 void schedule_frees(const Trace& t, Plan& plan, const std::vector<bool>& keep) {
   std::vector<int> last_use(t.num_values(), -1);
   auto reads = [&](size_t i, auto&& fn) {
     if (plan.fused[i]) {
-      for (int n : fused_nodes(*plan.fused[i])) for_each_read(t, plan, n, fn);
+      for (int n : plan.fused[i]->nodes()) for_each_read(t, plan, n, fn);
     } else {
       for_each_read(t, plan, plan.order[i], fn);
     }
