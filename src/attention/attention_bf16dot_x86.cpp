@@ -1,8 +1,8 @@
 // Flash decoding over a bfloat16 K/V cache with the AVX512-BF16 dot-product
 // instruction (vdpbf16ps: two bf16 products summed into each float32 lane).
 // Widening bf16 to float32 in registers costs as much as the arithmetic and
-// left the bf16 decode compute-bound at about 21 GB/s of K+V on Zen 5; this
-// does a quarter of the instructions per key. The Highway version of these
+// left the bf16 decode compute-bound on Zen 5; this does a quarter of the
+// instructions per key. The Highway version of these
 // two functions (attention_simd.cpp) stays for every other CPU.
 //
 // Only the functions marked KILN_BF16DOT use AVX-512 instructions; they are
@@ -46,8 +46,8 @@ inline __mmask16 first_lanes(int64_t m) {
 // neighbouring lanes twice (each 128-bit block then holds four inputs'
 // partial sums), then 128-bit block shuffles finish the tree: 30 shuffles
 // and 15 adds, as many as a tree of two-source permutes (vpermt2ps), but
-// cheaper ones: dots 5.5 against 5.75 ns per key in L1, decoding from
-// memory at 0.702 against 0.673 of the copy (8 alternating runs).
+// cheaper ones: faster dots in L1 and decoding from memory (8 alternating
+// runs; figures in this comment's commit).
 KILN_BF16DOT inline __m512 sum_lane_pairs(__m512 x, __m512 y) {
   return _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
 }
@@ -103,11 +103,10 @@ KILN_BF16DOT void dots_block(const uint16_t* qb, const uint16_t* k, int64_t n, i
   if constexpr (R == 4)
     for (; j + 4 <= n; j += 4) {
       // The four rows' lines in one burst through prefetch_row. Sixteen
-      // straight-line prefetches of the same addresses cut the dots from
-      // 5.7 to 4.6 ns per key in L1 but decoded slower from memory (ratio
-      // to copy 0.597 against 0.647, 10 alternating runs), as did the lines
-      // spread over the four chunks (0.716 against 0.776). Both again with
-      // P V's RowsAhead cursor: 0.666 and 0.669 against 0.698 (8 runs).
+      // straight-line prefetches of the same addresses made the dots faster
+      // in L1 but decoded slower from memory (10 alternating runs), as did
+      // the lines spread over the four chunks; both again with P V's
+      // RowsAhead cursor (8 runs; figures in this comment's commit).
       if (prefetch)
         for (int64_t u = 0; u < 4; ++u) stream.prefetch_row(j + u);
       __m512 acc[16];  // acc[row * 4 + key]
@@ -140,9 +139,9 @@ KILN_BF16DOT void dots(const float* q, int64_t rows, const uint16_t* k, int64_t 
                        const Prefetch& pf) {
   thread_local std::vector<uint16_t> qb;
   q_to_bf16(q, rows, E, qb);
-  // 8 KiB ahead, twice the float32 kernels' distance: bf16 decoding on two
-  // threads 38-40 -> 45-46 GB/s (alternating runs against 4 KiB; 16 KiB
-  // was slower than either).
+  // 8 KiB ahead, twice the float32 kernels' distance: faster bf16 decoding
+  // on two threads than 4 KiB, and 16 KiB slower than either (alternating
+  // runs; the figures are in this line's commit).
   const StreamAhead stream(k, n, E * static_cast<int64_t>(sizeof(uint16_t)), pf, 2 * StreamAhead::kAheadBytes);
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) dots_block<4>(qb.data() + r * E, k, n, E, scale, s + r * n, n, stream, r == 0);
@@ -228,11 +227,10 @@ KILN_BF16DOT inline void accumulate_passes(float* acc, const uint32_t* pairs, in
 // The next chunk's rows stream in while this chunk's passes run, in address
 // order (RowsAhead), not pass by pass: each pass reads one line of every
 // row, and prefetching those columns (line p of 32 rows 256 bytes apart,
-// then line p + 1...) decoded slower from memory (ratio to copy 0.625
-// against 0.669 in address order, 10 alternating runs, 9 of them ahead).
-// In address order the two passes at once no longer cost anything from
-// memory (0.677 against 0.674 for one pass) and gain in cache (S = 4096:
-// 76.6 against 72.7 GB/s); pass by pass they had (0.620 against 0.655).
+// then line p + 1...) decoded slower from memory than address order in 9
+// of 10 alternating runs. In address order the two passes at once cost
+// nothing from memory against one pass and gain in cache; pass by pass
+// they had cost (the figures are in this comment's commit).
 template <int R>
 KILN_BF16DOT void accumulate_block(float* acc, const uint32_t* pairs, int64_t pair_stride, const uint16_t* v, int64_t n,
                                    int64_t Ev, const Prefetch& pf, bool prefetch) {
@@ -275,8 +273,8 @@ KILN_BF16DOT inline __m512 exp_nonpositive(__m512 x) {
 // probabilities written as bfloat16 in key order to pb (row stride padded,
 // zeros past n: the 32-bit word i is the pair (p_2i, p_2i+1)) instead of
 // back to s: one pass for exp and conversion, not two. With the cheaper exp,
-// decoding in cache (S = 4096) ran at 69.1 against 61.2 GB/s (10
-// alternating runs, all ahead), as fast as with the softmax left out.
+// decoding in cache ran faster in all of 10 alternating runs, as fast as
+// with the softmax left out.
 KILN_BF16DOT void softmax_pairs(const float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr, uint16_t* pb,
                                 int64_t padded) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

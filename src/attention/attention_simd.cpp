@@ -161,8 +161,8 @@ HWY_INLINE hn::Vec<D> LoadKV(D d, const uint16_t* p) {
 }
 // GCC folds a loaded vector into every FMA that uses it as a memory
 // operand, one load per use; on Zen 5 512-bit FMAs with memory operands ran
-// at half the rate of register ones (accumulating 4 rows over keys in L1:
-// 11 -> 4.7 ns per key). This keeps v in a register; where no instruction
+// at half the rate of register ones or worse (accumulating 4 rows over keys
+// in L1). This keeps v in a register; where no instruction
 // takes a memory operand (Arm) it is v itself.
 template <class V>
 HWY_INLINE V InRegister(V v) {
@@ -217,12 +217,12 @@ HWY_INLINE hn::Vec<D> ReduceEach(D d, hn::Vec<D> (&v)[kN]) {
 // Lane row * 4 + u = dot(q row `row`, k row u) for 4 query rows (E apart)
 // and 4 key rows (E apart), 16-lane vectors, E % 16 == 0: the general loop
 // below with its 16 accumulators as named values. As an array GCC kept them
-// on the stack, spilling inside the FMA loop (in-cache dots 55 -> 72 GB/s).
+// on the stack, spilling inside the FMA loop (in-cache dots much slower).
 // The 16 sums meet in a tree that stays inside 128-bit blocks for its first
 // two levels (unpack, one cycle each) and crosses blocks only for the last
-// two, instead of lane permutes throughout (ConcatEven/ConcatOdd): 4 rows,
-// E = 128, 64 keys in L1 7.8-8.0 -> 7.4-7.5 ns per key (5.0 without the
-// software prefetch, which costs that much in L1 but pays from memory).
+// two, instead of lane permutes throughout (ConcatEven/ConcatOdd): a few
+// percent faster per key in L1 (4 rows, E = 128, 64 keys). The software
+// prefetch costs more than that in L1 but pays from memory.
 template <class KV>
 HWY_INLINE hn::Vec<D> DotsFourByFour(D d, const float* q, const KV* k, int64_t E) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -356,9 +356,9 @@ void DotsRowsT(const float* q, int64_t rows, const KV* k, int64_t n, int64_t E, 
 // acc rows a[0..3] (Ev apart), elements [e, e + W N) += p[u * n + j] v[j]
 // over keys [j0, j1), the 4 W accumulators in registers: each V vector is
 // loaded once (InRegister) and feeds the four rows. In a stand-alone test
-// (L1, Ev = 128) 4 x 4 tiles took 4.7 ns per key against 6.1 for 2 rows x 8
-// vectors, which load each V vector twice; in this function the change
-// from 2 x 8 blocks (with GCC's folded loads) took 9.5-10.4 -> 5.9-6.1.
+// (L1, Ev = 128) 4 x 4 tiles beat 2 rows x 8 vectors, which load each V
+// vector twice, and in this function far more against 2 x 8 blocks with
+// GCC's folded loads (figures in this comment's commit).
 template <int64_t W, class KV>
 HWY_INLINE void AccumulateFourRows(float* a, const float* pr, int64_t n, const KV* v, int64_t Ev, int64_t e,
                                    int64_t j0, int64_t j1, LineCursor& cursor) {
@@ -397,10 +397,9 @@ void AccumulateRowsT(float* acc, const float* corr, const float* p, int64_t rows
     // Keys go in chunks so that the V rows of one chunk stay in L1 across
     // the passes over Ev, while the next chunk's rows (or the next keys,
     // pf) stream in, spread over the chunk's steps. Chunks of 8 keys (4 KiB
-    // of float32 rows at Ev = 128), not 32: float32 decoding on two threads
-    // 41-46 -> 50-57 GB/s, one thread 21.6-22.5 -> 21.6-28.9 (alternating
-    // runs; the prefetch distance alone, 8 rows ahead with chunks of 32,
-    // did not do it).
+    // of float32 rows at Ev = 128), not 32: faster float32 decoding on one
+    // and two threads (alternating runs; the prefetch distance alone, 8 rows
+    // ahead with chunks of 32, did not do it).
     constexpr int64_t kKeyChunk = 8;
     const StreamAhead stream(v, n, row_bytes, pf, kKeyChunk * row_bytes);
     int64_t e = 0;

@@ -2,7 +2,7 @@
 // glibc serves large allocations with fresh mmap pages and unmaps them on
 // free, so every op that allocates a multi-megabyte output pays a page fault
 // per 4 KiB on first touch: measured here, that made `x + x` on 32 MiB take
-// 2.7x as long as the same add into an existing tensor. Blocks of at least
+// several times as long as the same add into an existing tensor. Blocks of at least
 // 64 KiB are therefore rounded to a size class (four per power of two) and
 // kept on free lists when released, up to KILN_ALLOCATOR_CACHE_MB (default
 // 1024) in total; kiln::empty_cache() hands them back. Under AddressSanitizer
@@ -10,22 +10,19 @@
 // The bound was 256 KiB until the GPT step's 64 KiB and 192 KiB tensors
 // (gradients of the 128x128 and 384x128 attention weights, and their
 // temporaries) showed up as glibc's heap growing and being trimmed every
-// step: 332 page faults per compiled step, 99 with the 64 KiB bound; with
-// the clip_grad_norm_ change of the same commit the compiled step ~5%
-// faster, the eager one ~3.5% (alternating runs).
+// step: the 64 KiB bound cut the page faults per compiled step to a third,
+// and made both steps faster (alternating runs; figures in its commit).
 //
 // Note [Untouched blocks]
 // The compile tracer gives every pending tensor a real block that nothing
 // writes. Such a block, back in the cache, used to be handed to an op that
-// then paid its page faults (~100 per compiled GPT step, in whichever op
-// drew it). The cache therefore keeps never-written blocks apart: pending
+// then paid its page faults (in whichever op drew it). The cache therefore keeps never-written blocks apart: pending
 // allocations (UnwrittenAllocations) draw those first and leave new ones
 // unmapped; every other allocation draws written blocks first, and maps an
 // unwritten or new block's pages (one write per page) before handing it
-// out. Mapping every new block instead (the first version) cost the cold
-// compile of the GPT step about 0.9 s (1.6-1.8 -> 2.6-3.1 s, alternating
-// bench runs): the backward recorder's pending values are never written
-// either.
+// out. Mapping every new block instead (the first version) made the cold
+// compile of the GPT step over half as slow again (alternating bench runs):
+// the backward recorder's pending values are never written either.
 #include "core/allocator.h"
 
 #include <cstdint>
@@ -102,8 +99,8 @@ void* raw_alloc(size_t n) {
 // Blocks under kCacheMin (0-dim scalars, norm weights, small activations:
 // most of a step's allocations) come from malloc with room to align, the
 // offset to malloc's pointer kept in the byte before the block.
-// aligned_alloc bypasses glibc's thread cache: 34 ns per 512-byte
-// allocate + free against 8 here, and its memalign path (with the
+// aligned_alloc bypasses glibc's thread cache: several times slower per
+// 512-byte allocate + free than this, and its memalign path (with the
 // consolidations it triggers) was a third of the compile tracer's time in
 // the GPT step.
 void* small_alloc(size_t n) {

@@ -16,9 +16,9 @@ namespace kiln::attention_detail {
 // per thread, but at least four KV blocks per partition; a requested
 // kv_partitions > 1 uses it up to L = block_size. Its products are dot
 // products, rows x S x E without GEMM tiles, so longer queries run faster
-// tiled (B=1, Hq=8, Hkv 8 or 2, S=4096, E=64, two threads, decode / tiled
-// ms: L=32 1.50 / 1.93 and 1.41 / 1.80; L=64 2.87 / 2.57 and 2.79 / 2.79;
-// a GPT training batch, L=S=128 in one block of 128, 1.40 / 0.48).
+// tiled (measured with B=1, Hq=8, Hkv 8 or 2, S=4096, E=64 on two threads:
+// decoding wins at L=32, the tiles from about L=64, and by far for a GPT
+// training batch, L=S=128 in one block of 128).
 constexpr int64_t kMaxDecodeQueries = 32;
 template <class MaskMod>
 bool decode_eligible(const Shapes& s, const BlockMask<MaskMod>& m, int64_t requested) {
@@ -68,10 +68,10 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
       // Runs of consecutive KV blocks are one chunk: all dots, one softmax
       // update, then P V, so K and V are read in long sequential stretches
       // (B=1, Hq=32, Hkv=8, S=32768, two threads, alternating runs: float32
-      // 45-51 -> 58-65 GB/s, bfloat16 40-47 -> 56-63 with runs of 8 blocks,
+      // and bfloat16 much faster with runs of 8 blocks than one at a time,
       // 16 about the same, 32 slower). Since bfloat16 P V prefetches in
-      // address order, 16 blocks beat 8 (ratio to copy 0.722 against 0.699,
-      // 8 alternating runs, 7 ahead; float32 0.779 against 0.768), 32 no
+      // address order, 16 blocks beat 8 (7 of 8 alternating runs, for both
+      // dtypes), 32 no
       // better (0.720).
       for (int64_t n = total * part / P, run; n < end; n += run) {
         const int64_t k0 = block_at(n) * bs;

@@ -19,18 +19,17 @@ struct Prefetch {
 // Software prefetch of the stream a kernel reads: the rows of its own block
 // (n rows, row_bytes apart) followed by the rows of `next`. Reading row j,
 // the kernel prefetches row j + ahead into L1. On one Zen 5 core a plain
-// read in the dots' order (four rows interleaved) ran at 40 GB/s with
-// prefetcht0 4 KiB ahead, 25-32 GB/s with prefetcht1 or a whole block
-// ahead (what this replaced). In the decode kernel itself the change is
-// within noise (18-20 GB/s on one core): there the FMAs' time adds to the
-// memory's instead of overlapping it.
+// read in the dots' order (four rows interleaved) ran much faster with
+// prefetcht0 4 KiB ahead than with prefetcht1 or a whole block ahead (what
+// this replaced). In the decode kernel itself the change is within noise on
+// one core: there the FMAs' time adds to the memory's instead of
+// overlapping it.
 // The hint is non-temporal (prefetchnta): K and V are read once per call.
-// Against prefetcht0, decoding on two threads (medians of 8 alternating
-// runs) float32 44.6 -> 47.6 GB/s, bfloat16 40.5 -> 42.6; in the bench,
-// two alternations each, float32 50.2-59.8 against 48.1-50.3 GB/s,
-// bfloat16 47.8-54.2 against 45.8-46.9. Fewer prefetches (every other
-// line), more (one line 8-64 KiB further on, to L1 or L2) or prefetcht1
-// throughout were all slower.
+// Against prefetcht0, decoding on two threads was faster for float32 and
+// bfloat16 (medians of 8 alternating runs, and in the bench). Fewer
+// prefetches (every other line), more (one line 8-64 KiB further on, to L1
+// or L2) or prefetcht1 throughout were all slower. (The figures of these
+// experiments are in this comment's commits.)
 // always_inline: GCC 12 otherwise finds the prefetching free of side effects
 // and deletes its calls, prefetches and all.
 struct StreamAhead {
