@@ -31,6 +31,10 @@ forbid src/core 'ops/|kernels/|dispatch/|autograd/|compile/|attention/|nn/|optim
 forbid include/kiln '(core|ops|kernels|dispatch|autograd|compile|attention|io|nn|optim)/' \
   "a public header includes a header from src/"
 
+# The stable headers are what extensions compile against: they include only
+# each other (the C shim), never the rest of kiln, whose C++ types may change.
+forbid include/kiln/stable 'kiln/[a-z_]+\.h|kiln/detail/' "a stable header includes a non-stable kiln header"
+
 # The rules must see the tree: a wrong path would pass vacuously.
 [ -f src/kernels/cpu/registrations.cpp ] && [ -d src/ops ] || { echo "import_rules.sh: not a kiln tree: $PWD"; exit 2; }
 if [ "$violations" -ne 0 ]; then exit 1; fi

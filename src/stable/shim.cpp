@@ -1,0 +1,299 @@
+// The stable C ABI (kiln/stable/c/shim.h) over the C++ library: every entry
+// point catches everything, records the message per thread and returns a
+// code; handles are heap-held Tensor references.
+#include "kiln/stable/c/shim.h"
+
+#include <string>
+#include <vector>
+
+#include "kiln/call_op.h"
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+
+struct KilnTensorOpaque {
+  kiln::Tensor t;
+};
+
+namespace kiln::stable_abi {
+namespace {
+
+thread_local std::string last_error;
+
+// A failure of the shim itself (not of kiln), with its code.
+struct ShimError {
+  KilnError code;
+  std::string message;
+};
+
+template <class F>
+KilnError guarded(const char* fn, F&& f) {
+  try {
+    f();
+    last_error.clear();
+    return KILN_OK;
+  } catch (const ShimError& e) {
+    last_error = std::string("[") + fn + "] " + e.message;
+    return e.code;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return KILN_ERROR_RUNTIME;
+  } catch (...) {
+    last_error = std::string("[") + fn + "] unknown exception";
+    return KILN_ERROR_RUNTIME;
+  }
+}
+
+template <class P>
+P* not_null(P* p, const char* what) {
+  if (!p) throw ShimError{KILN_ERROR_NULL_HANDLE, std::string(what) + " is null"};
+  return p;
+}
+
+const Tensor& tensor_of(KilnTensorHandle h) { return not_null(h, "the tensor handle")->t; }
+const Tensor& defined_tensor(KilnTensorHandle h) {
+  const Tensor& t = tensor_of(h);
+  if (!t.defined()) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "the tensor is undefined"};
+  return t;
+}
+
+DType dtype_from(int32_t code) {
+  if (code < 0 || code >= kNumDTypes)
+    throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "dtype code " + std::to_string(code) + " names no dtype"};
+  return static_cast<DType>(code);
+}
+
+Device device_from(int32_t type, int32_t index) {
+  if (type < 0 || type >= kNumDeviceTypes)
+    throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "device type code " + std::to_string(type) + " names no device type"};
+  return Device(static_cast<DeviceType>(type), index);
+}
+
+Shape shape_from(const int64_t* values, int64_t n, const char* what) {
+  if (n < 0) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, std::string("negative length of ") + what};
+  if (n > 0) not_null(values, what);
+  return Shape(values, values + n);
+}
+
+KilnTensorHandle new_handle(Tensor t) { return new KilnTensorOpaque{std::move(t)}; }
+
+IValue unbox(const KilnValue& v, const char* where) {
+  switch (v.kind) {
+    case KILN_VALUE_NONE: return std::monostate{};
+    case KILN_VALUE_TENSOR: return tensor_of(v.tensor);
+    case KILN_VALUE_INT: return v.i;
+    case KILN_VALUE_FLOAT: return v.f;
+    case KILN_VALUE_BOOL: return v.i != 0;
+    case KILN_VALUE_INT_LIST: return shape_from(v.ints, v.count, "an int list");
+    case KILN_VALUE_STRING: return std::string(not_null(v.str, "a string value"));
+    case KILN_VALUE_DTYPE: return dtype_from(v.dtype);
+    case KILN_VALUE_DEVICE: return device_from(v.dtype, static_cast<int32_t>(v.i));
+    case KILN_VALUE_TENSOR_LIST: {
+      if (v.count < 0) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "negative length of a tensor list"};
+      std::vector<Tensor> list;
+      for (int64_t i = 0; i < v.count; ++i) list.push_back(tensor_of(not_null(v.tensors, "a tensor list")[i]));
+      return list;
+    }
+  }
+  throw ShimError{KILN_ERROR_INVALID_ARGUMENT, std::string(where) + " has unknown kind " + std::to_string(v.kind)};
+}
+
+// Results flattened (a Tensor[] as its tensors) into boxed C values.
+std::vector<KilnValue> box_results(const std::vector<IValue>& results) {
+  std::vector<KilnValue> out;
+  auto add = [&](KilnValue v) { out.push_back(v); };
+  for (const IValue& r : results) {
+    KilnValue v{};
+    if (const auto* t = std::get_if<Tensor>(&r)) {
+      v.kind = KILN_VALUE_TENSOR;
+      v.tensor = new_handle(*t);
+      add(v);
+    } else if (const auto* l = std::get_if<std::vector<Tensor>>(&r)) {
+      for (const Tensor& x : *l) {
+        KilnValue e{};
+        e.kind = KILN_VALUE_TENSOR;
+        e.tensor = new_handle(x);
+        add(e);
+      }
+    } else if (const auto* d = std::get_if<DType>(&r)) {
+      v.kind = KILN_VALUE_DTYPE;
+      v.dtype = static_cast<int32_t>(*d);
+      add(v);
+    } else if (const auto* i = std::get_if<int64_t>(&r)) {
+      v.kind = KILN_VALUE_INT;
+      v.i = *i;
+      add(v);
+    } else if (const auto* f = std::get_if<double>(&r)) {
+      v.kind = KILN_VALUE_FLOAT;
+      v.f = *f;
+      add(v);
+    } else if (const auto* b = std::get_if<bool>(&r)) {
+      v.kind = KILN_VALUE_BOOL;
+      v.i = *b;
+      add(v);
+    } else {
+      add(v);  // None
+    }
+  }
+  return out;
+}
+
+bool names_public_op(std::string_view name) {
+  if (find_public_op(name)) return true;
+  if (name.find('.') != std::string_view::npos) return false;
+  for (const PublicOp* op : public_ops())
+    if (std::string_view(op->name).substr(0, op->name.find('.')) == name) return true;
+  return false;
+}
+
+KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
+               const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs) {
+  return guarded("kiln_call_op", [&] {
+    not_null(name, "the op name");
+    if (num_args + num_outputs > 0) not_null(stack, "the stack");
+    if (!names_public_op(name)) throw ShimError{KILN_ERROR_UNKNOWN_OP, std::string("no public op is named '") + name + "'"};
+    std::vector<IValue> args;
+    for (uint64_t i = 0; i < num_args; ++i) args.push_back(unbox(stack[i], "a positional argument"));
+    KwArgs kwargs;
+    for (uint64_t i = 0; i < num_kwargs; ++i)
+      kwargs.emplace_back(not_null(not_null(kw_names, "the keyword names")[i], "a keyword name"),
+                          unbox(not_null(kw_values, "the keyword values")[i], "a keyword argument"));
+    const std::vector<KilnValue> results = box_results(call_op(name, std::move(args), kwargs));
+    if (results.size() > num_outputs) {
+      for (const KilnValue& r : results)
+        if (r.kind == KILN_VALUE_TENSOR) delete r.tensor;
+      throw ShimError{KILN_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' gave " + std::to_string(results.size()) +
+                                                       " results but num_outputs is " + std::to_string(num_outputs)};
+    }
+    for (uint64_t i = 0; i < num_outputs; ++i) stack[i] = i < results.size() ? results[i] : KilnValue{};
+  });
+}
+
+}  // namespace
+}  // namespace kiln::stable_abi
+
+using namespace kiln;
+using namespace kiln::stable_abi;
+
+extern "C" {
+
+KilnError kiln_abi_version(uint32_t* out) {
+  return guarded("kiln_abi_version", [&] {
+    *not_null(out, "the output pointer") = (KILN_STABLE_ABI_VERSION_MAJOR << 16) | KILN_STABLE_ABI_VERSION_MINOR;
+  });
+}
+
+const char* kiln_last_error(void) { return last_error.c_str(); }
+
+int32_t kiln_dtype_bool(void) { return static_cast<int32_t>(kBool); }
+int32_t kiln_dtype_uint8(void) { return static_cast<int32_t>(kUInt8); }
+int32_t kiln_dtype_int8(void) { return static_cast<int32_t>(kInt8); }
+int32_t kiln_dtype_int16(void) { return static_cast<int32_t>(kInt16); }
+int32_t kiln_dtype_int32(void) { return static_cast<int32_t>(kInt32); }
+int32_t kiln_dtype_int64(void) { return static_cast<int32_t>(kInt64); }
+int32_t kiln_dtype_float16(void) { return static_cast<int32_t>(kFloat16); }
+int32_t kiln_dtype_bfloat16(void) { return static_cast<int32_t>(kBFloat16); }
+int32_t kiln_dtype_float32(void) { return static_cast<int32_t>(kFloat32); }
+int32_t kiln_dtype_float64(void) { return static_cast<int32_t>(kFloat64); }
+int32_t kiln_device_type_cpu(void) { return static_cast<int32_t>(DeviceType::CPU); }
+int32_t kiln_device_type_meta(void) { return static_cast<int32_t>(DeviceType::Meta); }
+
+KilnError kiln_tensor_empty(const int64_t* sizes, int64_t ndim, int32_t dtype, int32_t device_type,
+                            int32_t device_index, KilnTensorHandle* out) {
+  return guarded("kiln_tensor_empty", [&] {
+    not_null(out, "the output pointer");
+    *out = new_handle(
+        empty(shape_from(sizes, ndim, "sizes"), TensorOptions(dtype_from(dtype)).device(device_from(device_type, device_index))));
+  });
+}
+
+KilnError kiln_tensor_empty_strided(const int64_t* sizes, const int64_t* strides, int64_t ndim, int32_t dtype,
+                                    int32_t device_type, int32_t device_index, KilnTensorHandle* out) {
+  return guarded("kiln_tensor_empty_strided", [&] {
+    not_null(out, "the output pointer");
+    *out = new_handle(empty_strided(shape_from(sizes, ndim, "sizes"), shape_from(strides, ndim, "strides"),
+                                    TensorOptions(dtype_from(dtype)).device(device_from(device_type, device_index))));
+  });
+}
+
+KilnError kiln_tensor_from_blob(void* data, const int64_t* sizes, const int64_t* strides, int64_t ndim, int32_t dtype,
+                                void (*deleter)(void*, void*), void* context, KilnTensorHandle* out) {
+  return guarded("kiln_tensor_from_blob", [&] {
+    not_null(out, "the output pointer");
+    not_null(data, "the data pointer");
+    std::function<void(void*)> release;
+    if (deleter) release = [deleter, context](void* p) { deleter(p, context); };
+    Shape s = shape_from(sizes, ndim, "sizes");
+    Shape st = strides ? shape_from(strides, ndim, "strides") : contiguous_strides(s);
+    *out = new_handle(from_blob(data, std::move(s), std::move(st), dtype_from(dtype), std::move(release)));
+  });
+}
+
+KilnError kiln_tensor_new_handle(KilnTensorHandle t, KilnTensorHandle* out) {
+  return guarded("kiln_tensor_new_handle", [&] { *not_null(out, "the output pointer") = new_handle(tensor_of(t)); });
+}
+
+KilnError kiln_tensor_delete(KilnTensorHandle t) {
+  return guarded("kiln_tensor_delete", [&] { delete not_null(t, "the tensor handle"); });
+}
+
+KilnError kiln_tensor_undefined(KilnTensorHandle* out) {
+  return guarded("kiln_tensor_undefined", [&] { *not_null(out, "the output pointer") = new_handle(Tensor()); });
+}
+
+KilnError kiln_tensor_defined(KilnTensorHandle t, int32_t* out) {
+  return guarded("kiln_tensor_defined", [&] { *not_null(out, "the output pointer") = tensor_of(t).defined(); });
+}
+
+#define KILN_TENSOR_GETTER(fn, type, expr)                                                 \
+  KilnError fn(KilnTensorHandle h, type* out) {                                            \
+    return guarded(#fn, [&] {                                                              \
+      const Tensor& t = defined_tensor(h);                                                 \
+      *not_null(out, "the output pointer") = (expr);                                       \
+    });                                                                                    \
+  }
+KILN_TENSOR_GETTER(kiln_tensor_dim, int64_t, t.dim())
+KILN_TENSOR_GETTER(kiln_tensor_numel, int64_t, t.numel())
+KILN_TENSOR_GETTER(kiln_tensor_storage_offset, int64_t, t.storage_offset())
+KILN_TENSOR_GETTER(kiln_tensor_dtype, int32_t, static_cast<int32_t>(t.dtype()))
+KILN_TENSOR_GETTER(kiln_tensor_element_size, int64_t, static_cast<int64_t>(t.element_size()))
+KILN_TENSOR_GETTER(kiln_tensor_is_contiguous, int32_t, t.is_contiguous())
+KILN_TENSOR_GETTER(kiln_tensor_data_ptr, void*, t.is_meta() ? nullptr : t.impl()->data())
+#undef KILN_TENSOR_GETTER
+
+KilnError kiln_tensor_size(KilnTensorHandle t, int64_t dim, int64_t* out) {
+  return guarded("kiln_tensor_size", [&] { *not_null(out, "the output pointer") = defined_tensor(t).size(dim); });
+}
+
+KilnError kiln_tensor_stride(KilnTensorHandle t, int64_t dim, int64_t* out) {
+  return guarded("kiln_tensor_stride", [&] { *not_null(out, "the output pointer") = defined_tensor(t).stride(dim); });
+}
+
+KilnError kiln_tensor_device(KilnTensorHandle t, int32_t* device_type, int32_t* device_index) {
+  return guarded("kiln_tensor_device", [&] {
+    const Device d = defined_tensor(t).device();
+    *not_null(device_type, "the device type pointer") = static_cast<int32_t>(d.type());
+    *not_null(device_index, "the device index pointer") = d.index();
+  });
+}
+
+KilnError kiln_tensor_clone(KilnTensorHandle t, KilnTensorHandle* out) {
+  return guarded("kiln_tensor_clone", [&] {
+    not_null(out, "the output pointer");
+    *out = new_handle(defined_tensor(t).clone());
+  });
+}
+
+KilnError kiln_tensor_copy_(KilnTensorHandle dst, KilnTensorHandle src) {
+  return guarded("kiln_tensor_copy_", [&] { defined_tensor(dst).copy_(defined_tensor(src)); });
+}
+
+KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  return call(name, stack, num_args, nullptr, nullptr, 0, num_outputs);
+}
+
+KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
+                          const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs) {
+  return call(name, stack, num_args, kw_names, kw_values, num_kwargs, num_outputs);
+}
+
+}  // extern "C"
