@@ -10,6 +10,7 @@
 // as in PyTorch ("pow.Tensor_Scalar"), and a name without its overload picks
 // the first overload whose schema accepts the arguments.
 #pragma once
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,7 +40,7 @@ std::vector<IValue> call_op(std::string_view name, std::vector<IValue> args, con
 
 // A public function as call_op sees it: its schema, and the boxed form of
 // the C++ function, which receives every argument in schema order.
-using BoxedFunction = std::vector<IValue> (*)(std::vector<IValue>& args);
+using BoxedFunction = std::function<std::vector<IValue>(std::vector<IValue>& args)>;
 struct PublicOp {
   std::string name;  // with the overload: "pow.Tensor_Scalar"
   Schema schema;
@@ -50,6 +51,11 @@ struct PublicOp {
 // (with its overload) must be new.
 void register_public_op(std::string_view schema, BoxedFunction fn);
 std::vector<const PublicOp*> public_ops();
+// Whether `name` (with or without its overload) names a public op.
+bool has_public_op(std::string_view name);
+// Called once, the first time call_op meets a name no op has, before it
+// fails: a layer above (extensions) loads what may define it.
+void set_missing_op_handler(void (*handler)());
 const PublicOp* find_public_op(std::string_view name_with_overload);
 
 }  // namespace kiln

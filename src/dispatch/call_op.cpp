@@ -3,6 +3,7 @@
 // order, keywords fill any by name, the rest take their defaults.
 #include "kiln/call_op.h"
 
+#include <atomic>
 #include <charconv>
 #include <map>
 #include <memory>
@@ -171,8 +172,8 @@ void register_public_op(std::string_view schema, BoxedFunction fn) {
   auto op = std::make_unique<PublicOp>();
   op->schema = parse_schema(schema);
   op->name = op->schema.name;
-  op->fn = fn;
-  check(fn != nullptr, "register_public_op", "null function for '", op->name, "'");
+  op->fn = std::move(fn);
+  check(static_cast<bool>(op->fn), "register_public_op", "null function for '", op->name, "'");
   PublicRegistry& r = public_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   const std::string name = op->name;
@@ -194,9 +195,14 @@ const PublicOp* find_public_op(std::string_view name) {
   return it == r.ops.end() ? nullptr : it->second.get();
 }
 
-std::vector<IValue> call_op(std::string_view name, std::vector<IValue> args, const KwArgs& kwargs) {
-  // The op itself when the overload is named, else each overload in turn
-  // (the one without an overload name first: "max" before "max.dim").
+namespace {
+
+std::atomic<void (*)()> missing_op_handler{nullptr};
+std::once_flag missing_op_handled;
+
+// The op itself when the overload is named, else each overload in turn
+// (the one without an overload name first: "max" before "max.dim").
+std::vector<const PublicOp*> candidates_for(std::string_view name) {
   std::vector<const PublicOp*> candidates;
   if (name.find('.') != std::string_view::npos) {
     if (const PublicOp* exact = find_public_op(name)) candidates.push_back(exact);
@@ -204,6 +210,28 @@ std::vector<IValue> call_op(std::string_view name, std::vector<IValue> args, con
     for (const PublicOp* op : public_ops())
       if (base_name(op->name) == name) candidates.push_back(op);
   }
+  return candidates;
+}
+
+// candidates_for, after the missing-op handler ran if none was found.
+std::vector<const PublicOp*> resolve(std::string_view name) {
+  std::vector<const PublicOp*> candidates = candidates_for(name);
+  if (candidates.empty())
+    if (void (*handler)() = missing_op_handler.load()) {
+      std::call_once(missing_op_handled, handler);
+      candidates = candidates_for(name);
+    }
+  return candidates;
+}
+
+}  // namespace
+
+void set_missing_op_handler(void (*handler)()) { missing_op_handler.store(handler); }
+
+bool has_public_op(std::string_view name) { return !resolve(name).empty(); }
+
+std::vector<IValue> call_op(std::string_view name, std::vector<IValue> args, const KwArgs& kwargs) {
+  const std::vector<const PublicOp*> candidates = resolve(name);
   check(!candidates.empty(), "call_op", "no public op is named '", name, "'");
   std::string reasons;
   for (const PublicOp* op : candidates) {

@@ -41,6 +41,10 @@ class Parser {
   Schema parse() {
     Schema out;
     out.name = word("the op's name");
+    while (s_.substr(pos_).starts_with("::")) {  // an extension's namespace: myext::rope
+      pos_ += 2;
+      out.name += "::" + word("a name after '::'");
+    }
     if (accept('.')) out.name += "." + word("an overload name");  // pow.Tensor_Scalar
     expect('(');
     bool kwarg_only = false;

@@ -9,15 +9,16 @@
 #include "kiln/call_op.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
-
-struct KilnTensorOpaque {
-  kiln::Tensor t;
-};
+#include "stable/handles.h"
 
 namespace kiln::stable_abi {
-namespace {
 
-thread_local std::string last_error;
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+namespace {
 
 // A failure of the shim itself (not of kiln), with its code.
 struct ShimError {
@@ -29,16 +30,16 @@ template <class F>
 KilnError guarded(const char* fn, F&& f) {
   try {
     f();
-    last_error.clear();
+    last_error().clear();
     return KILN_OK;
   } catch (const ShimError& e) {
-    last_error = std::string("[") + fn + "] " + e.message;
+    last_error() = std::string("[") + fn + "] " + e.message;
     return e.code;
   } catch (const std::exception& e) {
-    last_error = e.what();
+    last_error() = e.what();
     return KILN_ERROR_RUNTIME;
   } catch (...) {
-    last_error = std::string("[") + fn + "] unknown exception";
+    last_error() = std::string("[") + fn + "] unknown exception";
     return KILN_ERROR_RUNTIME;
   }
 }
@@ -137,20 +138,12 @@ std::vector<KilnValue> box_results(const std::vector<IValue>& results) {
   return out;
 }
 
-bool names_public_op(std::string_view name) {
-  if (find_public_op(name)) return true;
-  if (name.find('.') != std::string_view::npos) return false;
-  for (const PublicOp* op : public_ops())
-    if (std::string_view(op->name).substr(0, op->name.find('.')) == name) return true;
-  return false;
-}
-
 KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
                const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs) {
   return guarded("kiln_call_op", [&] {
     not_null(name, "the op name");
     if (num_args + num_outputs > 0) not_null(stack, "the stack");
-    if (!names_public_op(name)) throw ShimError{KILN_ERROR_UNKNOWN_OP, std::string("no public op is named '") + name + "'"};
+    if (!has_public_op(name)) throw ShimError{KILN_ERROR_UNKNOWN_OP, std::string("no public op is named '") + name + "'"};
     std::vector<IValue> args;
     for (uint64_t i = 0; i < num_args; ++i) args.push_back(unbox(stack[i], "a positional argument"));
     KwArgs kwargs;
@@ -182,7 +175,8 @@ KilnError kiln_abi_version(uint32_t* out) {
   });
 }
 
-const char* kiln_last_error(void) { return last_error.c_str(); }
+const char* kiln_last_error(void) { return last_error().c_str(); }
+void kiln_set_error(const char* message) { last_error() = message ? message : ""; }
 
 int32_t kiln_dtype_bool(void) { return static_cast<int32_t>(kBool); }
 int32_t kiln_dtype_uint8(void) { return static_cast<int32_t>(kUInt8); }

@@ -98,7 +98,9 @@ TEST(Device, MetaOpsGiveTheShapesOfCpuOps) {
       EXPECT_EQ(got.sizes(), want.sizes()) << what;
       EXPECT_EQ(got.dtype(), want.dtype()) << what;
       for (int64_t d = 0; d < want.dim() && want.numel() > 0; ++d)  // a size-1 dim's stride is never used
-        if (want.size(d) > 1) EXPECT_EQ(got.stride(d), want.stride(d)) << what << " dim " << d;
+        if (want.size(d) > 1) {
+          EXPECT_EQ(got.stride(d), want.stride(d)) << what << " dim " << d;
+        }
     }
   }
 }

@@ -30,8 +30,9 @@ void expect_same(const Tensor& got, const Tensor& want, const std::string& what)
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   const std::vector<double> g = values(got), w = values(want);
   for (size_t i = 0; i < w.size(); ++i)
-    if (!(std::isnan(g[i]) && std::isnan(w[i])))
+    if (!(std::isnan(g[i]) && std::isnan(w[i]))) {
       ASSERT_EQ(std::memcmp(&g[i], &w[i], sizeof(double)), 0) << what << ": element " << i << " " << g[i] << " vs " << w[i];
+    }
 }
 
 // A float32 (3, 4) tensor with +-0, +-inf and NaN among random values.

@@ -3,6 +3,7 @@
  * failure returned as a code with a message, never a crash. Exit status 0
  * when every check holds; each failure prints its line. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/stable/c/shim.h"
@@ -66,6 +67,22 @@ int main(void) {
   EXPECT(kiln_call_op("sum", stack, 2, 1) == KILN_OK);
   EXPECT(kiln_tensor_data_ptr(stack[0].tensor, &p) == KILN_OK && ((float*)p)[0] == 18.0f && ((float*)p)[1] == 45.0f);
   EXPECT(kiln_tensor_delete(stack[0].tensor) == KILN_OK);
+
+  /* An extension's op, its library named by KILN_EXTENSIONS (ctest sets both). */
+  if (getenv("KILN_TEST_EXPECT_EXTENSION")) {
+    memset(stack, 0, sizeof stack);
+    stack[0].kind = KILN_VALUE_TENSOR, stack[0].tensor = a;
+    const KilnError e = kiln_call_op("testext::stats", stack, 1, 2);
+    EXPECT(e == KILN_OK);
+    if (e == KILN_OK) {
+      EXPECT(stack[1].kind == KILN_VALUE_INT && stack[1].i == 6);
+      EXPECT(stack[0].kind == KILN_VALUE_TENSOR);
+      EXPECT(kiln_tensor_data_ptr(stack[0].tensor, &p) == KILN_OK && ((float*)p)[0] == 21.0f);
+      EXPECT(kiln_tensor_delete(stack[0].tensor) == KILN_OK);
+    } else {
+      fprintf(stderr, "%s\n", kiln_last_error());
+    }
+  }
 
   /* Failures: codes and messages. */
   EXPECT(kiln_tensor_dim(NULL, &v) == KILN_ERROR_NULL_HANDLE);

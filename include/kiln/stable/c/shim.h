@@ -122,6 +122,27 @@ KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, ui
 KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
                           const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs);
 
+/* ---- extension ops
+ * An extension is a shared object exporting
+ *   uint32_t kiln_extension_abi_version(void);  the KILN_STABLE_ABI_VERSION it was built against
+ *   KilnError kiln_extension_init(void);         its registrations (kiln_library_*)
+ * (the C++ macros of kiln/stable/library.h define both). The runtime loads
+ * it when the majors match and its minor is at most the runtime's. */
+
+/* A boxed kernel: reads its num_args arguments from stack[0..num_args) and
+ * writes num_outputs results to stack[0..num_outputs) (tensors as new
+ * handles, which the runtime takes over). On failure it calls
+ * kiln_set_error with the message and returns a non-zero code. */
+typedef KilnError (*KilnBoxedKernel)(KilnValue* stack, uint64_t num_args, uint64_t num_outputs);
+
+/* Records `message` as this thread's last error (for a kernel's failure). */
+void kiln_set_error(const char* message);
+/* Declares op `ns::name` from its schema "name(Tensor x, float alpha) ->
+ * Tensor" (the schema's name without the namespace). */
+KilnError kiln_library_define(const char* ns, const char* schema);
+/* Gives op ns::name its kernel for a device type (kiln_device_type_cpu()). */
+KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel);
+
 #ifdef __cplusplus
 }
 #endif

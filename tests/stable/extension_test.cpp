@@ -1,0 +1,38 @@
+// Extensions loaded into the runtime: their ops by name from C++, errors
+// inside them as kiln::Error naming the op, and the ABI version check.
+#include "kiln/call_op.h"
+#include "kiln/extension.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+TEST(Extension, ItsOpsAreCalledByNameAndGiveTheirValues) {
+  load_extension(KILN_TEST_EXTENSION);
+  load_extension(KILN_TEST_EXTENSION);  // a second load does nothing
+  const Tensor x = randn({3, 5}), y = randn({5, 3}).t();  // y non-contiguous
+  const Tensor got = std::get<Tensor>(call_op("testext::scale_add", {x, y, 0.25})[0]);
+  expect_close(got, values(add(x, y, 0.25)), 1e-6, 1e-7, "x + 0.25 y");
+  const Tensor g2 = std::get<Tensor>(call_op("testext::scale_add", {x, y}, {{"alpha", int64_t{-2}}})[0]);
+  expect_close(g2, values(x - y * 2), 1e-6, 1e-7, "keyword alpha");
+  const std::vector<IValue> s = call_op("testext::stats", {x});
+  ASSERT_EQ(s.size(), 2u);
+  expect_close(std::get<Tensor>(s[0]), values(x.sum()), 0, 0, "sum");
+  EXPECT_EQ(std::get<int64_t>(s[1]), 15);
+  expect_error([&] { call_op("testext::scale_add", {x, randn({2})}, {{"alpha", 1.0}}); },
+               {"[testext::scale_add]", "the extension's kernel failed", "x and y must be float32 tensors of one shape"});
+  expect_error([&] { call_op("testext::scale_add", {x}); }, {"testext::scale_add", "missing the argument 'y'"});
+}
+
+TEST(Extension, VersionsOtherThanTheRuntimesAreRefused) {
+  expect_error([] { load_extension(KILN_TEST_EXTENSION_MAJOR2); },
+               {"[load_extension]", KILN_TEST_EXTENSION_MAJOR2, "stable ABI 2.0", "provides 1.0"});
+  expect_error([] { load_extension(KILN_TEST_EXTENSION_MINOR9); },
+               {"[load_extension]", KILN_TEST_EXTENSION_MINOR9, "stable ABI 1.9", "provides 1.0"});
+  EXPECT_FALSE(has_public_op("major2::noop"));
+  EXPECT_FALSE(has_public_op("minor9::noop"));
+  expect_error([] { load_extension("/nonexistent/ext.so"); }, {"[load_extension]", "cannot load '/nonexistent/ext.so'"});
+}
+
+}  // namespace
+}  // namespace kiln::test

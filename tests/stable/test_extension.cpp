@@ -1,0 +1,41 @@
+// A test extension built against the stable headers only: two ops whose
+// values the extension test checks against kiln's own arithmetic, and one
+// that throws.
+#include <stdexcept>
+#include <tuple>
+
+#include "kiln/stable/library.h"
+
+using kiln::stable::Tensor;
+
+namespace {
+
+// out = x + alpha * y, float32 of one shape (any layout: made contiguous first).
+Tensor scale_add(Tensor x, Tensor y, double alpha) {
+  if (x.sizes() != y.sizes() || x.scalar_type() != kiln::stable::dtype_code<float>() ||
+      y.scalar_type() != x.scalar_type())
+    throw std::invalid_argument("scale_add: x and y must be float32 tensors of one shape");
+  const Tensor xc = kiln::stable::call("contiguous", x), yc = kiln::stable::call("contiguous", y);
+  Tensor out = kiln::stable::empty_like(xc);
+  const float* px = xc.data_ptr<float>();
+  const float* py = yc.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  const float a = static_cast<float>(alpha);
+  for (int64_t i = 0; i < xc.numel(); ++i) po[i] = px[i] + a * py[i];
+  return out;
+}
+
+// The sum of a float32 tensor (through kiln's own op) and its element count.
+std::tuple<Tensor, int64_t> stats(Tensor x) { return {kiln::stable::call("sum", x), x.numel()}; }
+
+}  // namespace
+
+KILN_STABLE_LIBRARY(testext, m) {
+  m.def("scale_add(Tensor x, Tensor y, float alpha) -> Tensor");
+  m.def("stats(Tensor x) -> (Tensor sum, int numel)");
+}
+
+KILN_STABLE_LIBRARY_IMPL(testext, CPU, m) {
+  m.impl<&scale_add>("scale_add");
+  m.impl<&stats>("stats");
+}
