@@ -9,8 +9,9 @@ FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 
 # Build and test dependencies, all Debian packages.
+# dpkg-dev: dpkg-shlibdeps, for the Debian package's dependencies (make package, and its test).
 PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
-        nlohmann-json3-dev libgtest-dev
+        nlohmann-json3-dev libgtest-dev dpkg-dev
 # The demo trains on the text of Debian's fortune files.
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.
@@ -18,7 +19,7 @@ BENCH_PKGS := libtorch-dev
 # The fuzz targets need clang with libFuzzer and its sanitizer runtimes.
 FUZZ_PKGS := clang libclang-rt-14-dev
 
-.PHONY: demo test check-sanitize fuzz bench build deps demo-deps bench-deps fuzz-deps clean
+.PHONY: demo test check-sanitize fuzz bench build package deps demo-deps bench-deps fuzz-deps clean
 
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -59,6 +60,10 @@ demo: demo-deps build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
+
+# The Debian package of the library, headers and CLI (CPack), in $(BUILD).
+package: build
+	cmake --build $(BUILD) --target package
 
 check-sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON -DKILN_BUILD_BENCH=OFF
