@@ -24,6 +24,15 @@ TEST(Extension, ItsOpsAreCalledByNameAndGiveTheirValues) {
   expect_error([&] { call_op("testext::scale_add", {x}); }, {"testext::scale_add", "missing the argument 'y'"});
 }
 
+// Built against the frozen stable headers of ABI 1.0 (tests/stable/v1.0).
+TEST(Extension, OneBuiltAgainstTheFrozenOnePointZeroHeadersStillWorks) {
+  load_extension(KILN_TEST_EXTENSION_V1_0);
+  const Tensor x = randn({2, 7}), y = randn({2, 7});
+  expect_close(std::get<Tensor>(call_op("testext_v1_0::scale_add", {x, y, 1.5})[0]), values(add(x, y, 1.5)), 1e-6,
+               1e-7, "scale_add");
+  EXPECT_EQ(std::get<int64_t>(call_op("testext_v1_0::stats", {x})[1]), 14);
+}
+
 TEST(Extension, VersionsOtherThanTheRuntimesAreRefused) {
   expect_error([] { load_extension(KILN_TEST_EXTENSION_MAJOR2); },
                {"[load_extension]", KILN_TEST_EXTENSION_MAJOR2, "stable ABI 2.0", "provides 1.0"});

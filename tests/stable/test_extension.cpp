@@ -30,12 +30,20 @@ std::tuple<Tensor, int64_t> stats(Tensor x) { return {kiln::stable::call("sum", 
 
 }  // namespace
 
-KILN_STABLE_LIBRARY(testext, m) {
+// The namespace: testext, or another for a second build of this file (the
+// one against the frozen 1.0 headers) loaded into the same process.
+#ifndef KILN_TEST_EXTENSION_NAMESPACE
+#define KILN_TEST_EXTENSION_NAMESPACE testext
+#endif
+#define KILN_TEST_LIBRARY(ns, m) KILN_STABLE_LIBRARY(ns, m)
+#define KILN_TEST_LIBRARY_IMPL(ns, m) KILN_STABLE_LIBRARY_IMPL(ns, CPU, m)
+
+KILN_TEST_LIBRARY(KILN_TEST_EXTENSION_NAMESPACE, m) {
   m.def("scale_add(Tensor x, Tensor y, float alpha) -> Tensor");
   m.def("stats(Tensor x) -> (Tensor sum, int numel)");
 }
 
-KILN_STABLE_LIBRARY_IMPL(testext, CPU, m) {
+KILN_TEST_LIBRARY_IMPL(KILN_TEST_EXTENSION_NAMESPACE, m) {
   m.impl<&scale_add>("scale_add");
   m.impl<&stats>("stats");
 }
