@@ -11,12 +11,14 @@
 // the first overload whose schema accepts the arguments.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/schema.h"
 #include "kiln/tensor.h"
 
@@ -32,6 +34,13 @@ const char* ivalue_type_name(const IValue& v);
 
 using KwArgs = std::vector<std::pair<std::string, IValue>>;
 
+// call_op's error for a name no public op has (the C ABI returns its own
+// code for it).
+class UnknownOpError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Binds `args` (positional) and `kwargs` to the schema of op `name` (a
 // missing argument takes its default), calls the function and returns its
 // results in order. A kiln::Error names the op and what did not fit: an
@@ -45,6 +54,8 @@ struct PublicOp {
   std::string name;  // with the overload: "pow.Tensor_Scalar"
   Schema schema;
   BoxedFunction fn = nullptr;
+  // Per argument, its default parsed once at registration (unset: none).
+  std::vector<std::optional<IValue>> defaults;
 };
 
 // Registers a public function at static initialisation; `schema`'s name

@@ -3,6 +3,7 @@
 // order, keywords fill any by name, the rest take their defaults.
 #include "kiln/call_op.h"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <map>
@@ -18,6 +19,8 @@ namespace {
 struct PublicRegistry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<PublicOp>, std::less<>> ops;
+  // By name without the overload: the overloads in name order.
+  std::map<std::string, std::vector<const PublicOp*>, std::less<>> by_base;
 };
 
 PublicRegistry& public_registry() {
@@ -59,50 +62,31 @@ IValue parse_default(const SchemaArg& a, const std::string& op) {
   return std::stod(text);
 }
 
-// The value for argument a, converted where Python would (an int for a
-// float, an int for an int list of one), or nullopt when it does not fit.
-std::optional<IValue> fit(const SchemaArg& a, const IValue& v) {
-  if (std::holds_alternative<std::monostate>(v)) {
-    if (a.optional) return v;
-    return std::nullopt;
-  }
+// Whether v fits argument a, converted in place where Python would (an int
+// for a float, an int for an int list of one).
+bool fit(const SchemaArg& a, IValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return a.optional;
   const auto* i = std::get_if<int64_t>(&v);
   switch (a.type) {
-    case ArgType::Tensor:
-      if (std::holds_alternative<Tensor>(v)) return v;
-      break;
+    case ArgType::Tensor: return std::holds_alternative<Tensor>(v);
     case ArgType::TensorList:
       if (const auto* l = std::get_if<std::vector<Tensor>>(&v))
-        if (a.fixed_size < 0 || static_cast<int64_t>(l->size()) == a.fixed_size) return v;
-      break;
-    case ArgType::Int:
-      if (i) return v;
-      break;
+        return a.fixed_size < 0 || static_cast<int64_t>(l->size()) == a.fixed_size;
+      return false;
+    case ArgType::Int: return i != nullptr;
     case ArgType::IntList:
-      if (std::holds_alternative<Shape>(v)) return v;
-      if (i) return Shape{*i};
-      break;
+      if (i) v = Shape{*i};
+      return std::holds_alternative<Shape>(v);
     case ArgType::Float:
-      if (std::holds_alternative<double>(v)) return v;
-      if (i) return static_cast<double>(*i);
-      break;
-    case ArgType::Bool:
-      if (std::holds_alternative<bool>(v)) return v;
-      break;
-    case ArgType::Scalar:
-      if (i || std::holds_alternative<double>(v) || std::holds_alternative<bool>(v)) return v;
-      break;
-    case ArgType::ScalarType:
-      if (std::holds_alternative<DType>(v)) return v;
-      break;
-    case ArgType::String:
-      if (std::holds_alternative<std::string>(v)) return v;
-      break;
-    case ArgType::Device:
-      if (std::holds_alternative<Device>(v)) return v;
-      break;
+      if (i) v = static_cast<double>(*i);
+      return std::holds_alternative<double>(v);
+    case ArgType::Bool: return std::holds_alternative<bool>(v);
+    case ArgType::Scalar: return i || std::holds_alternative<double>(v) || std::holds_alternative<bool>(v);
+    case ArgType::ScalarType: return std::holds_alternative<DType>(v);
+    case ArgType::String: return std::holds_alternative<std::string>(v);
+    case ArgType::Device: return std::holds_alternative<Device>(v);
   }
-  return std::nullopt;
+  return false;
 }
 
 std::string type_text(const SchemaArg& a) {
@@ -110,9 +94,10 @@ std::string type_text(const SchemaArg& a) {
   return a.optional ? t + "?" : t;
 }
 
-// The arguments in schema order, or the reason they do not bind.
+// The arguments in schema order, or the reason they do not bind. `consume`:
+// args are moved from (the last candidate), else copied.
 std::optional<std::vector<IValue>> bind(const PublicOp& op, std::vector<IValue>& args, const KwArgs& kwargs,
-                                        std::string& why) {
+                                        bool consume, std::string& why) {
   const std::vector<SchemaArg>& params = op.schema.arguments;
   std::vector<std::optional<IValue>> bound(params.size());
   size_t next = 0;
@@ -123,7 +108,8 @@ std::optional<std::vector<IValue>> bind(const PublicOp& op, std::vector<IValue>&
             " were given";
       return std::nullopt;
     }
-    bound[next++] = std::move(v);
+    if (consume) bound[next++] = std::move(v);
+    else bound[next++] = v;
   }
   for (const auto& [name, v] : kwargs) {
     size_t k = 0;
@@ -143,19 +129,18 @@ std::optional<std::vector<IValue>> bind(const PublicOp& op, std::vector<IValue>&
   for (size_t k = 0; k < params.size(); ++k) {
     const SchemaArg& a = params[k];
     if (!bound[k]) {
-      if (a.default_value) bound[k] = parse_default(a, op.name);
+      if (op.defaults[k]) bound[k] = *op.defaults[k];
       else if (a.optional) bound[k] = std::monostate{};
       else {
         why = "missing the argument '" + a.name + "' (" + type_text(a) + ")";
         return std::nullopt;
       }
     }
-    std::optional<IValue> v = fit(a, *bound[k]);
-    if (!v) {
+    if (!fit(a, *bound[k])) {
       why = "argument '" + a.name + "' must be " + type_text(a) + ", not " + ivalue_type_name(*bound[k]);
       return std::nullopt;
     }
-    out.push_back(std::move(*v));
+    out.push_back(std::move(*bound[k]));
   }
   return out;
 }
@@ -174,10 +159,17 @@ void register_public_op(std::string_view schema, BoxedFunction fn) {
   op->name = op->schema.name;
   op->fn = std::move(fn);
   check(static_cast<bool>(op->fn), "register_public_op", "null function for '", op->name, "'");
+  for (const SchemaArg& a : op->schema.arguments)
+    op->defaults.push_back(a.default_value ? std::optional<IValue>(parse_default(a, op->name)) : std::nullopt);
   PublicRegistry& r = public_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   const std::string name = op->name;
+  const PublicOp* raw = op.get();
   check(r.ops.emplace(name, std::move(op)).second, "register_public_op", "'", name, "' is registered twice");
+  std::vector<const PublicOp*>& overloads = r.by_base[std::string(base_name(name))];
+  overloads.insert(std::upper_bound(overloads.begin(), overloads.end(), raw,
+                                    [](const PublicOp* a, const PublicOp* b) { return a->name < b->name; }),
+                   raw);
 }
 
 std::vector<const PublicOp*> public_ops() {
@@ -203,14 +195,14 @@ std::once_flag missing_op_handled;
 // The op itself when the overload is named, else each overload in turn
 // (the one without an overload name first: "max" before "max.dim").
 std::vector<const PublicOp*> candidates_for(std::string_view name) {
-  std::vector<const PublicOp*> candidates;
   if (name.find('.') != std::string_view::npos) {
-    if (const PublicOp* exact = find_public_op(name)) candidates.push_back(exact);
-  } else {
-    for (const PublicOp* op : public_ops())
-      if (base_name(op->name) == name) candidates.push_back(op);
+    if (const PublicOp* exact = find_public_op(name)) return {exact};
+    return {};
   }
-  return candidates;
+  PublicRegistry& r = public_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto it = r.by_base.find(name);
+  return it == r.by_base.end() ? std::vector<const PublicOp*>() : it->second;
 }
 
 // candidates_for, after the missing-op handler ran if none was found.
@@ -232,12 +224,12 @@ bool has_public_op(std::string_view name) { return !resolve(name).empty(); }
 
 std::vector<IValue> call_op(std::string_view name, std::vector<IValue> args, const KwArgs& kwargs) {
   const std::vector<const PublicOp*> candidates = resolve(name);
-  check(!candidates.empty(), "call_op", "no public op is named '", name, "'");
+  if (candidates.empty()) throw UnknownOpError(detail::concat("[call_op] no public op is named '", name, "'"));
   std::string reasons;
   for (const PublicOp* op : candidates) {
-    std::vector<IValue> copy = args;
     std::string why;
-    if (std::optional<std::vector<IValue>> bound = bind(*op, copy, kwargs, why)) return op->fn(*bound);
+    const bool last = op == candidates.back();
+    if (std::optional<std::vector<IValue>> bound = bind(*op, args, kwargs, last, why)) return op->fn(*bound);
     reasons += "\n  " + op->name + ": " + why;
   }
   fail("call_op", "the arguments fit no overload of '", name, "':", reasons);

@@ -143,14 +143,19 @@ KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char
   return guarded("kiln_call_op", [&] {
     not_null(name, "the op name");
     if (num_args + num_outputs > 0) not_null(stack, "the stack");
-    if (!has_public_op(name)) throw ShimError{KILN_ERROR_UNKNOWN_OP, std::string("no public op is named '") + name + "'"};
     std::vector<IValue> args;
     for (uint64_t i = 0; i < num_args; ++i) args.push_back(unbox(stack[i], "a positional argument"));
     KwArgs kwargs;
     for (uint64_t i = 0; i < num_kwargs; ++i)
       kwargs.emplace_back(not_null(not_null(kw_names, "the keyword names")[i], "a keyword name"),
                           unbox(not_null(kw_values, "the keyword values")[i], "a keyword argument"));
-    const std::vector<KilnValue> results = box_results(call_op(name, std::move(args), kwargs));
+    std::vector<IValue> boxed;
+    try {
+      boxed = call_op(name, std::move(args), kwargs);
+    } catch (const UnknownOpError& e) {
+      throw ShimError{KILN_ERROR_UNKNOWN_OP, e.what()};
+    }
+    const std::vector<KilnValue> results = box_results(boxed);
     if (results.size() > num_outputs) {
       for (const KilnValue& r : results)
         if (r.kind == KILN_VALUE_TENSOR) delete r.tensor;
