@@ -3,11 +3,13 @@
 // code; handles are heap-held Tensor references.
 #include "kiln/stable/c/shim.h"
 
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kiln/call_op.h"
 #include "kiln/error.h"
+#include "kiln/runtime.h"
 #include "kiln/tensor.h"
 #include "stable/handles.h"
 
@@ -284,6 +286,28 @@ KilnError kiln_tensor_clone(KilnTensorHandle t, KilnTensorHandle* out) {
 
 KilnError kiln_tensor_copy_(KilnTensorHandle dst, KilnTensorHandle src) {
   return guarded("kiln_tensor_copy_", [&] { defined_tensor(dst).copy_(defined_tensor(src)); });
+}
+
+KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnError (*fn)(int64_t, int64_t, void*),
+                            void* context) {
+  return guarded("kiln_parallel_for", [&] {
+    not_null(fn, "the function");
+    if (grain < 1) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "grain must be at least 1"};
+    std::mutex mu;
+    KilnError first = KILN_OK;
+    std::string message;
+    parallel_for(begin, end, grain, [&](int64_t lo, int64_t hi) {
+      const KilnError e = fn(lo, hi, context);
+      if (e == KILN_OK) return;
+      std::lock_guard<std::mutex> lock(mu);
+      if (first == KILN_OK) first = e, message = last_error();  // the chunk's thread set it
+    });
+    if (first != KILN_OK) throw ShimError{first, message};
+  });
+}
+
+KilnError kiln_num_threads(int32_t* out) {
+  return guarded("kiln_num_threads", [&] { *not_null(out, "the output pointer") = get_num_threads(); });
 }
 
 KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, uint64_t num_outputs) {

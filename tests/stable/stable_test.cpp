@@ -79,6 +79,23 @@ TEST(Stable, OpsByNameGiveTheArithmeticsResults) {
   EXPECT_EQ(call("sum", arange(5)).item<int64_t>(), 10);
 }
 
+TEST(Stable, ParallelForCoversTheRangeOnKilnsThreads) {
+  EXPECT_GE(num_threads(), 1);
+  std::vector<int> hits(1000, 0);
+  parallel_for(0, 1000, 7, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)]++;
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+  try {
+    parallel_for(0, 100, 1, [](int64_t lo, int64_t hi) {
+      if (lo <= 42 && 42 < hi) throw std::runtime_error("the chunk of 42 failed");
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the chunk of 42 failed"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Stable, FailuresArriveAsExceptionsNamingWhatWentWrong) {
   const Tensor a = ramp(2, 3);
   try {
