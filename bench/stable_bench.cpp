@@ -1,15 +1,18 @@
 // kiln-bench-stable: the cost of calling an op through the stable C ABI by
 // name (kiln_call_op: boxing, binding to the schema, a handle per result)
 // and through call_op in C++, against the direct C++ call, on 1-element
-// tensors so the op's own work is negligible. The goal: the C ABI
-// adds at most 0.3 us per call.
+// tensors so the op's own work is negligible (the goal: the C ABI adds at
+// most 0.3 us per call); and the RoPE example extension against the same
+// math in kiln ops (goal: 2x).
 #include <cstring>
 
 #include "baselines.h"
 #include "bench_util.h"
 #include "kiln/call_op.h"
 #include "kiln/kiln.h"
+#include "kiln/extension.h"
 #include "kiln/stable/c/shim.h"
+#include "rope_reference.h"
 
 using namespace kiln;
 using kiln::bench::time_pair;
@@ -53,5 +56,14 @@ int main(int argc, char** argv) {
              t_direct2 / kCalls * 1e6, false);
   kiln_tensor_delete(ha);
   kiln_tensor_delete(hb);
+
+  // The RoPE example extension against the same math in kiln ops, on a GPT
+  // attention shape (B=8, H=8, T=512, D=64, float32).
+  load_extension(KILN_ROPE_EXTENSION);
+  const Tensor q = randn({8, 8, 512, 64});
+  Tensor r1, r2;
+  const auto [t_ext, t_ops] = time_pair([&] { r1 = std::get<Tensor>(call_op("rope::rope", {q})[0]); },
+                                        [&] { r2 = rope_in_ops(q, 10000.0); }, 9);
+  rep.report("stable", "rope_extension_8x8x512x64", "ms", t_ext * 1e3, "kiln_ops", t_ops * 1e3, false);
   return 0;
 }

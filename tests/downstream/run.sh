@@ -2,6 +2,7 @@
 # Installs the build in BUILD_DIR into a fresh prefix, then builds and runs
 # tests/downstream against it twice: with find_package(kiln) (and an
 # extension built against the installed stable headers) and with pkg-config;
+# builds each example extension of extensions/ against it and runs its test;
 # runs the installed CLI, and the CLI of the Debian package (make package).
 # Usage: run.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -13,6 +14,13 @@ cmake -S "$src/tests/downstream" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="
   -DKILN_TEST_EXTENSION_SOURCE="$src/tests/stable/test_extension.cpp" > "$work/configure.log"
 cmake --build "$work/build" > "$work/build.log"
 "$work/build/downstream"
+# The example extensions, each its own project against the installed package.
+for ext in "$src"/extensions/*/; do
+  name=$(basename "$ext")
+  cmake -S "$ext" -B "$work/ext-$name" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/ext-$name.log"
+  cmake --build "$work/ext-$name" >> "$work/ext-$name.log"
+  "$work/ext-$name/${name}_test"
+done
 libdir=$(dirname "$(find "$work/prefix" -name libkiln.so | head -1)")
 PKG_CONFIG_PATH="$libdir/pkgconfig" c++ "$src/tests/downstream/main.cpp" -o "$work/downstream-pc" \
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs kiln) -Wl,-rpath,"$libdir"
