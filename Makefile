@@ -9,9 +9,10 @@ FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 
 # Build and test dependencies, all Debian packages.
-# dpkg-dev: dpkg-shlibdeps, for the Debian package's dependencies (make package, and its test).
+# dpkg-dev: dpkg-shlibdeps, for the Debian package's dependencies (make package, and its test);
+# abigail-tools: abidiff, for the stable C ABI's check against its baseline.
 PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
-        nlohmann-json3-dev libgtest-dev dpkg-dev
+        nlohmann-json3-dev libgtest-dev dpkg-dev abigail-tools
 # The demo trains on the text of Debian's fortune files.
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.

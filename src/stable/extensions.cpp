@@ -17,6 +17,7 @@
 #include "kiln/error.h"
 #include "kiln/extension.h"
 #include "kiln/stable/c/shim.h"
+#include "stable/shim_impl.h"
 #include "stable/handles.h"
 
 namespace kiln {
@@ -196,7 +197,7 @@ KilnError library_call(F&& f) {
 
 }  // namespace
 
-extern "C" {
+namespace kiln::stable_abi::impl {
 
 
 KilnError kiln_library_define(const char* ns, const char* schema) {
@@ -238,4 +239,4 @@ KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_typ
   });
 }
 
-}  // extern "C"
+}  // namespace kiln::stable_abi::impl

@@ -2,6 +2,7 @@
 // point catches everything, records the message per thread and returns a
 // code; handles are heap-held Tensor references.
 #include "kiln/stable/c/shim.h"
+#include "stable/shim_impl.h"
 
 #include <mutex>
 #include <string>
@@ -174,7 +175,7 @@ KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char
 using namespace kiln;
 using namespace kiln::stable_abi;
 
-extern "C" {
+namespace kiln::stable_abi::impl {
 
 KilnError kiln_abi_version(uint32_t* out) {
   return guarded("kiln_abi_version", [&] {
@@ -319,4 +320,4 @@ KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args,
   return call(name, stack, num_args, kw_names, kw_values, num_kwargs, num_outputs);
 }
 
-}  // extern "C"
+}  // namespace kiln::stable_abi::impl

@@ -251,6 +251,29 @@ T Tensor::item() const {
   return *one.data_ptr<T>();
 }
 
+// ---- kiln's thread pool
+
+// f(lo, hi) over chunks of [begin, end) of at least `grain` indices, on
+// kiln's threads; an exception in a chunk is rethrown here (as Error).
+template <class F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  auto chunk = [](int64_t lo, int64_t hi, void* ctx) -> KilnError {
+    try {
+      (*static_cast<const F*>(ctx))(lo, hi);
+      return KILN_OK;
+    } catch (const std::exception& e) {
+      kiln_set_error(e.what());
+      return KILN_ERROR_RUNTIME;
+    }
+  };
+  check(kiln_parallel_for(begin, end, grain, chunk, const_cast<F*>(&f)));
+}
+inline int num_threads() {
+  int32_t n = 1;
+  check(kiln_num_threads(&n));
+  return n;
+}
+
 // ---- the stable ops of PyTorch 2.9's list, and a few more
 
 inline Tensor empty_like(const Tensor& t) { return call("empty_like", t); }

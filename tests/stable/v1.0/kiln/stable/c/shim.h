@@ -122,6 +122,15 @@ KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, ui
 KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
                           const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs);
 
+/* Runs fn(lo, hi, context) over chunks of [begin, end) of at least `grain`
+ * indices on kiln's thread pool (serially inside another parallel_for).
+ * A chunk's failure: fn returns non-zero after kiln_set_error; the first
+ * failure is returned once every chunk has finished. */
+KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain,
+                            KilnError (*fn)(int64_t lo, int64_t hi, void* context), void* context);
+/* The number of threads kiln's pool runs. */
+KilnError kiln_num_threads(int32_t* out);
+
 /* ---- extension ops
  * An extension is a shared object exporting
  *   uint32_t kiln_extension_abi_version(void);  the KILN_STABLE_ABI_VERSION it was built against
