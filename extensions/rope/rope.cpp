@@ -52,13 +52,16 @@ Tensor rotate(const Tensor& input, double base, float sign) {
 }
 
 Tensor rope(Tensor x, double base) { return rotate(x, base, 1.0f); }
-Tensor rope_backward(Tensor grad, double base) { return rotate(grad, base, -1.0f); }
+// The gradient of rope(x, base) from that of its result (x itself is not
+// needed: the op is linear in x).
+Tensor rope_backward(Tensor grad, Tensor, double base) { return rotate(grad, base, -1.0f); }
 
 }  // namespace
 
 KILN_STABLE_LIBRARY(rope, m) {
   m.def("rope(Tensor x, float base=10000.0) -> Tensor");
-  m.def("rope_backward(Tensor grad, float base=10000.0) -> Tensor");
+  m.def("rope_backward(Tensor grad, Tensor x, float base=10000.0) -> Tensor");
+  m.def_backward("rope", "rope_backward");
 }
 
 KILN_STABLE_LIBRARY_IMPL(rope, CPU, m) {

@@ -28,10 +28,14 @@ int main() {
     const Tensor xt = randn({s.back(), s[s.size() - 2]}).t();
     const Tensor got_t = std::get<Tensor>(call_op("rope::rope", {xt, 500.0})[0]);
     expect_near(got_t, rope_in_ops(xt.to(kFloat64), 500.0), 1e-5, "forward, transposed input");
-    // Backward: the gradient of sum(rope(x) * g) with respect to x.
+    // Backward: the gradient of sum(rope(x) * g) with respect to x, by the
+    // backward op and through autograd (kiln_library_backward).
     const Tensor x64 = x.to(kFloat64).requires_grad_(), g = randn(s);
     (rope_in_ops(x64, 10000.0) * g.to(kFloat64)).sum().backward();
-    expect_near(std::get<Tensor>(call_op("rope::rope_backward", {g})[0]), x64.grad(), 1e-5, "backward");
+    expect_near(std::get<Tensor>(call_op("rope::rope_backward", {g, x})[0]), x64.grad(), 1e-5, "backward op");
+    const Tensor xr = x.detach().requires_grad_();
+    (std::get<Tensor>(call_op("rope::rope", {xr})[0]) * g).sum().backward();
+    expect_near(xr.grad(), x64.grad(), 1e-5, "autograd through the extension");
   }
   try {
     call_op("rope::rope", {randn({4, 5})});

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/autograd.h"
 #include "kiln/call_op.h"
 #include "kiln/error.h"
 #include "kiln/extension.h"
@@ -27,6 +28,7 @@ struct ExtensionOp {
   std::string name;  // ns::name
   size_t outputs = 0;
   std::array<KilnBoxedKernel, kNumDeviceTypes> kernels{};
+  std::string backward;  // ns::backward_name, or empty
 };
 
 struct ExtensionRegistry {
@@ -92,7 +94,48 @@ struct Marshalled {
 
 // The op's boxed function for call_op: arguments to C values, the kernel of
 // the tensors' device, its results back (the runtime owns their handles).
+std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& args);
+
+// Under kiln::compile the kernel needs its inputs' values (it has no shape
+// function to be traced by): a graph break that names the op. With inputs
+// that require grad, the result is recorded with the op's backward op.
 std::vector<IValue> run_extension_op(const ExtensionOp& op, std::vector<IValue>& args) {
+  const std::string reason = "the extension op '" + op.name + "' (it runs on concrete values)";
+  std::vector<Tensor> inputs;
+  bool needs_grad = false;
+  for (const IValue& a : args)
+    if (const auto* t = std::get_if<Tensor>(&a); t && t->defined()) {
+      detail::on_concrete_value(t->impl(), reason.c_str(), SourceLocation());
+      inputs.push_back(*t);
+      needs_grad = needs_grad || (t->requires_grad() && is_grad_enabled());
+    }
+  check(!needs_grad || !op.backward.empty(), op.name.c_str(), "an input requires grad but the op has no backward ",
+        "(kiln_library_backward): its gradient would be lost");
+  std::vector<IValue> results;
+  {
+    NoGradGuard kernel_internals;  // ops the kernel calls are not the op's history
+    results = run_kernel_of(op, args);
+  }
+  if (!needs_grad) return results;
+  std::vector<Tensor> outputs;
+  for (IValue& r : results)
+    if (auto* t = std::get_if<Tensor>(&r)) {
+      *t = t->detach();  // a fresh handle: record_function gives it the op's history
+      outputs.push_back(*t);
+    }
+  std::vector<IValue> forward_args = args;
+  const std::string backward = op.backward;
+  autograd::record_function(op.name, inputs, outputs, [backward, forward_args](const std::vector<Tensor>& grads) {
+    std::vector<IValue> call_args(grads.begin(), grads.end());
+    call_args.insert(call_args.end(), forward_args.begin(), forward_args.end());
+    std::vector<Tensor> input_grads;
+    for (IValue& g : call_op(backward, std::move(call_args))) input_grads.push_back(std::get<Tensor>(std::move(g)));
+    return input_grads;
+  });
+  return results;
+}
+
+std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& args) {
   Marshalled m;
   DeviceType device = DeviceType::CPU;
   bool device_found = false;
@@ -219,6 +262,18 @@ KilnError kiln_library_define(const char* ns, const char* schema) {
             "' is defined twice");
     }
     register_public_op(full, [raw](std::vector<IValue>& args) { return run_extension_op(*raw, args); });
+  });
+}
+
+KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name) {
+  return library_call([&] {
+    check(ns && name && backward_name, "kiln_library_backward", "null namespace or name");
+    const std::string full = std::string(ns) + "::" + name;
+    ExtensionRegistry& r = extensions();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.ops.find(full);
+    check(it != r.ops.end(), "kiln_library_backward", "'", full, "' is not defined (kiln_library_define it first)");
+    it->second->backward = std::string(ns) + "::" + backward_name;
   });
 }
 

@@ -259,7 +259,7 @@ KILN_TENSOR_GETTER(kiln_tensor_storage_offset, int64_t, t.storage_offset())
 KILN_TENSOR_GETTER(kiln_tensor_dtype, int32_t, static_cast<int32_t>(t.dtype()))
 KILN_TENSOR_GETTER(kiln_tensor_element_size, int64_t, static_cast<int64_t>(t.element_size()))
 KILN_TENSOR_GETTER(kiln_tensor_is_contiguous, int32_t, t.is_contiguous())
-KILN_TENSOR_GETTER(kiln_tensor_data_ptr, void*, t.is_meta() ? nullptr : t.impl()->data())
+KILN_TENSOR_GETTER(kiln_tensor_data_ptr, void*, t.is_meta() ? nullptr : t.raw_data())
 #undef KILN_TENSOR_GETTER
 
 KilnError kiln_tensor_size(KilnTensorHandle t, int64_t dim, int64_t* out) {

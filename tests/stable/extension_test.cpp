@@ -1,6 +1,7 @@
 // Extensions loaded into the runtime: their ops by name from C++, errors
 // inside them as kiln::Error naming the op, and the ABI version check.
 #include "kiln/call_op.h"
+#include "kiln/compile.h"
 #include "kiln/extension.h"
 #include "test_util.h"
 
@@ -22,6 +23,31 @@ TEST(Extension, ItsOpsAreCalledByNameAndGiveTheirValues) {
   expect_error([&] { call_op("testext::scale_add", {x, randn({2})}, {{"alpha", 1.0}}); },
                {"[testext::scale_add]", "the extension's kernel failed", "x and y must be float32 tensors of one shape"});
   expect_error([&] { call_op("testext::scale_add", {x}); }, {"testext::scale_add", "missing the argument 'y'"});
+  // No backward declared: a gradient would be lost, so the call is refused.
+  const Tensor w = randn({3, 5}).requires_grad_();
+  expect_error([&] { call_op("testext::scale_add", {w, x, 1.0}); },
+               {"[testext::scale_add]", "requires grad", "no backward"});
+  {
+    NoGradGuard inference;
+    EXPECT_NO_THROW(call_op("testext::scale_add", {w, x, 1.0}));
+  }
+}
+
+// An extension op has no shape function to be traced by: under kiln::compile
+// it is a graph break naming the op (an error under fullgraph), and the
+// compiled function still computes what eager does.
+TEST(Extension, UnderCompileItsOpsAreGraphBreaksThatNameThem) {
+  load_extension(KILN_TEST_EXTENSION);
+  const Tensor x = randn({4, 6});
+  auto fn = [](const Tensor& a) {
+    return std::get<Tensor>(call_op("testext::scale_add", {a * 2.0, a, 0.5})[0]) + 1.0;
+  };
+  auto compiled = compile(fn);
+  expect_close(compiled(x), values(fn(x)), 0, 0, "compiled with a break");
+  CompileOptions full;
+  full.fullgraph = true;
+  auto strict = compile(fn, full);
+  expect_error([&] { strict(x); }, {"the extension op 'testext::scale_add'"});
 }
 
 // Built against the frozen stable headers of ABI 1.0 (tests/stable/v1.0).

@@ -122,6 +122,10 @@ class Library {
  public:
   explicit Library(const char* ns) : ns_(ns) {}
   void def(const char* schema) { check(kiln_library_define(ns_, schema)); }
+  // Op `name`'s gradients come from op `backward_name` (see kiln_library_backward).
+  void def_backward(const char* name, const char* backward_name) {
+    check(kiln_library_backward(ns_, name, backward_name));
+  }
   template <auto F>
   void impl(const char* name) {
     check(kiln_library_impl(ns_, name, kiln_device_type_cpu(), &boxed_kernel<F>));

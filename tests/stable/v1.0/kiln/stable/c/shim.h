@@ -151,6 +151,12 @@ void kiln_set_error(const char* message);
 KilnError kiln_library_define(const char* ns, const char* schema);
 /* Gives op ns::name its kernel for a device type (kiln_device_type_cpu()). */
 KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel);
+/* Makes op ns::name differentiable: its gradients come from op
+ * ns::backward_name, called with the gradient of each tensor result, then
+ * every argument of the forward call, and returning one gradient per tensor
+ * argument. Without one, calling ns::name on tensors that require grad
+ * (with grad mode on) is an error rather than a gradient silently lost. */
+KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name);
 
 #ifdef __cplusplus
 }
