@@ -92,6 +92,7 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-train --json --profile
 	./$(BUILD)/bin/kiln-bench-attention --json
 	./$(BUILD)/bin/kiln-bench-compile --json
+	./$(BUILD)/bin/kiln-bench-stable --json
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
