@@ -289,6 +289,26 @@ KilnError kiln_tensor_copy_(KilnTensorHandle dst, KilnTensorHandle src) {
   return guarded("kiln_tensor_copy_", [&] { defined_tensor(dst).copy_(defined_tensor(src)); });
 }
 
+KilnError kiln_device_guard_enter(int32_t device_type, int32_t device_index, KilnDeviceGuardHandle* out) {
+  return guarded("kiln_device_guard_enter", [&] {
+    not_null(out, "the output pointer");
+    *out = reinterpret_cast<KilnDeviceGuardHandle>(new DefaultDeviceGuard(device_from(device_type, device_index)));
+  });
+}
+
+KilnError kiln_device_guard_exit(KilnDeviceGuardHandle guard) {
+  return guarded("kiln_device_guard_exit", [&] {
+    delete reinterpret_cast<DefaultDeviceGuard*>(not_null(guard, "the guard handle"));
+  });
+}
+
+KilnError kiln_stream_current(int32_t device_type, int32_t device_index, int64_t* stream_id) {
+  return guarded("kiln_stream_current", [&] {
+    device_from(device_type, device_index);  // checks the codes
+    *not_null(stream_id, "the output pointer") = 0;  // CPU and meta: one stream each
+  });
+}
+
 KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnError (*fn)(int64_t, int64_t, void*),
                             void* context) {
   return guarded("kiln_parallel_for", [&] {

@@ -41,6 +41,9 @@ KilnError kiln_tensor_clone(KilnTensorHandle t, KilnTensorHandle* out) { return 
 KilnError kiln_tensor_copy_(KilnTensorHandle dst, KilnTensorHandle src) { return kiln::stable_abi::impl::kiln_tensor_copy_(dst, src); }
 KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, uint64_t num_outputs) { return kiln::stable_abi::impl::kiln_call_op(name, stack, num_args, num_outputs); }
 KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names, const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs) { return kiln::stable_abi::impl::kiln_call_op_kw(name, stack, num_args, kw_names, kw_values, num_kwargs, num_outputs); }
+KilnError kiln_device_guard_enter(int32_t device_type, int32_t device_index, KilnDeviceGuardHandle* out) { return kiln::stable_abi::impl::kiln_device_guard_enter(device_type, device_index, out); }
+KilnError kiln_device_guard_exit(KilnDeviceGuardHandle guard) { return kiln::stable_abi::impl::kiln_device_guard_exit(guard); }
+KilnError kiln_stream_current(int32_t device_type, int32_t device_index, int64_t* stream_id) { return kiln::stable_abi::impl::kiln_stream_current(device_type, device_index, stream_id); }
 KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnError (*fn)(int64_t lo, int64_t hi, void* context), void* context) { return kiln::stable_abi::impl::kiln_parallel_for(begin, end, grain, fn, context); }
 KilnError kiln_num_threads(int32_t* out) { return kiln::stable_abi::impl::kiln_num_threads(out); }
 void kiln_set_error(const char* message) { kiln::stable_abi::impl::kiln_set_error(message); }

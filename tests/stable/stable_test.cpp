@@ -79,6 +79,20 @@ TEST(Stable, OpsByNameGiveTheArithmeticsResults) {
   EXPECT_EQ(call("sum", arange(5)).item<int64_t>(), 10);
 }
 
+TEST(Stable, DeviceGuardSetsWhereFactoriesAllocateAndStreamsAreTyped) {
+  {
+    DeviceGuard meta(meta_device());
+    const Tensor m = call("zeros", std::vector<int64_t>{2, 3});
+    EXPECT_EQ(m.device_type(), kiln_device_type_meta());
+    EXPECT_EQ(m.data_ptr(), nullptr);  // no data on meta
+  }
+  EXPECT_TRUE(call("zeros", std::vector<int64_t>{2}).is_cpu());
+  const Stream s = current_stream(cpu_device());
+  EXPECT_EQ(s.id(), 0);
+  EXPECT_EQ(s.device().type, kiln_device_type_cpu());
+  EXPECT_THROW(current_stream(Device{99}), Error);
+}
+
 TEST(Stable, ParallelForCoversTheRangeOnKilnsThreads) {
   EXPECT_GE(num_threads(), 1);
   std::vector<int> hits(1000, 0);

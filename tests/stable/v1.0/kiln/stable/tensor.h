@@ -251,6 +251,46 @@ T Tensor::item() const {
   return *one.data_ptr<T>();
 }
 
+// ---- devices and streams (PyTorch 2.9's accelerator.h)
+
+// A device as the runtime numbers it: kiln_device_type_cpu() etc.
+struct Device {
+  int32_t type;
+  int32_t index = -1;
+};
+inline Device cpu_device() { return {kiln_device_type_cpu(), -1}; }
+inline Device meta_device() { return {kiln_device_type_meta(), -1}; }
+
+// Factories without a device use `device` while it lives (this thread).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device) { check(kiln_device_guard_enter(device.type, device.index, &h_)); }
+  ~DeviceGuard() { kiln_device_guard_exit(h_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  KilnDeviceGuardHandle h_ = nullptr;
+};
+
+// A stream, typed: its id goes with its device (no casting an id to a
+// stream of another library, the Flash-Attention 3 crash of PyTorch 2.9).
+class Stream {
+ public:
+  Stream(Device device, int64_t id) : device_(device), id_(id) {}
+  Device device() const { return device_; }
+  int64_t id() const { return id_; }
+
+ private:
+  Device device_;
+  int64_t id_;
+};
+inline Stream current_stream(Device device) {
+  int64_t id = 0;
+  check(kiln_stream_current(device.type, device.index, &id));
+  return Stream(device, id);
+}
+
 // ---- kiln's thread pool
 
 // f(lo, hi) over chunks of [begin, end) of at least `grain` indices, on

@@ -122,6 +122,16 @@ KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, ui
 KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
                           const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs);
 
+/* The device factories use on this thread when not given one (kiln's
+ * DefaultDeviceGuard): enter returns a guard that exit restores; guards
+ * must exit in the reverse order of entering, on the thread that entered. */
+typedef struct KilnDeviceGuardOpaque* KilnDeviceGuardHandle;
+KilnError kiln_device_guard_enter(int32_t device_type, int32_t device_index, KilnDeviceGuardHandle* out);
+KilnError kiln_device_guard_exit(KilnDeviceGuardHandle guard);
+/* The current stream of a device: an id meaningful with that device only
+ * (the CPU has one stream, id 0). */
+KilnError kiln_stream_current(int32_t device_type, int32_t device_index, int64_t* stream_id);
+
 /* Runs fn(lo, hi, context) over chunks of [begin, end) of at least `grain`
  * indices on kiln's thread pool (serially inside another parallel_for).
  * A chunk's failure: fn returns non-zero after kiln_set_error; the first
