@@ -11,9 +11,12 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <sstream>
 
+#include "autograd/graph.h"
 #include "kiln/autograd.h"
+#include "kiln/dispatch.h"
 #include "kiln/call_op.h"
 #include "kiln/error.h"
 #include "kiln/extension.h"
@@ -26,14 +29,23 @@ namespace {
 
 struct ExtensionOp {
   std::string name;  // ns::name
+  std::string schema_text;
+  Schema schema;
   size_t outputs = 0;
   std::array<KilnBoxedKernel, kNumDeviceTypes> kernels{};
   std::string backward;  // ns::backward_name, or empty
+  // With a shape function: the op's declaration in the dispatcher, and its
+  // index in ExtensionRegistry::by_id (an attribute of every call, since
+  // the dispatcher's shape and kernel functions are plain pointers).
+  KilnShapeFunction shape = nullptr;
+  const OpDef* op_def = nullptr;
+  int64_t id = -1;
 };
 
 struct ExtensionRegistry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<ExtensionOp>, std::less<>> ops;
+  std::vector<const ExtensionOp*> by_id;
   std::set<std::string> loaded;  // extension paths, loaded once each
 };
 
@@ -95,11 +107,13 @@ struct Marshalled {
 // The op's boxed function for call_op: arguments to C values, the kernel of
 // the tensors' device, its results back (the runtime owns their handles).
 std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& args);
+std::vector<IValue> dispatch_extension_op(const ExtensionOp& op, std::vector<IValue>& args);
 
 // Under kiln::compile the kernel needs its inputs' values (it has no shape
 // function to be traced by): a graph break that names the op. With inputs
 // that require grad, the result is recorded with the op's backward op.
 std::vector<IValue> run_extension_op(const ExtensionOp& op, std::vector<IValue>& args) {
+  if (op.op_def) return dispatch_extension_op(op, args);
   const std::string reason = "the extension op '" + op.name + "' (it runs on concrete values)";
   std::vector<Tensor> inputs;
   bool needs_grad = false;
@@ -171,6 +185,103 @@ std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& ar
       fail(op.name.c_str(), "the extension's kernel left result ", i, " unset (kind ", r.kind, ")");
     }
   }
+  return results;
+}
+
+// ---- extension ops through the dispatcher (those with a shape function)
+
+constexpr const char* kIdAttr = "extension_op";
+
+const ExtensionOp& op_of(const Attrs& a) {
+  ExtensionRegistry& r = extensions();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return *r.by_id.at(static_cast<size_t>(a.get_int(kIdAttr)));
+}
+
+// The call's arguments in schema order, from the dispatcher's inputs (the
+// tensors, in order) and attributes (the rest, by name; absent: None).
+std::vector<IValue> arguments_of(const ExtensionOp& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  std::vector<IValue> args;
+  size_t next = 0;
+  for (const SchemaArg& a : op.schema.arguments) {
+    if (a.is_tensor()) {
+      args.emplace_back(inputs[next++]);
+      continue;
+    }
+    IValue v = std::monostate{};
+    for (const auto& [name, value] : attrs.items())
+      if (name == a.name) v = std::visit([](const auto& x) { return IValue(x); }, value);
+    args.push_back(std::move(v));
+  }
+  return args;
+}
+
+std::vector<TensorMeta> extension_shape(std::span<const Tensor> inputs, const Attrs& attrs) {
+  const ExtensionOp& op = op_of(attrs);
+  std::vector<IValue> args = arguments_of(op, inputs, attrs);
+  Marshalled m;
+  for (const IValue& a : args) m.stack.push_back(m.value(a));
+  std::vector<KilnTensorMeta> out(op.outputs);
+  kiln_set_error("");
+  const KilnError code = op.shape(m.stack.data(), m.stack.size(), out.data(), out.size());
+  if (code != KILN_OK) fail(op.name.c_str(), "the extension's shape function failed (code ", code, "): ", kiln_last_error());
+  std::vector<TensorMeta> metas;
+  for (const KilnTensorMeta& k : out) {
+    check(k.ndim >= 0 && k.ndim <= KILN_MAX_DIMS && k.dtype >= 0 && k.dtype < kNumDTypes, op.name.c_str(),
+          "the shape function gave an invalid result (", k.ndim, " dims, dtype code ", k.dtype, ")");
+    metas.emplace_back(Shape(k.sizes, k.sizes + k.ndim), static_cast<DType>(k.dtype));
+  }
+  return metas;
+}
+
+// The CPU kernel the dispatcher runs: the extension's boxed kernel, its
+// results copied into the outputs the dispatcher allocated.
+void extension_kernel(const OpCall& c) {
+  const ExtensionOp& op = op_of(c.attrs);
+  std::vector<IValue> args = arguments_of(op, c.inputs, c.attrs);
+  std::vector<IValue> results = run_kernel_of(op, args);
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    const auto* t = std::get_if<Tensor>(&results[i]);
+    check(t && t->sizes() == c.outputs[i].sizes() && t->dtype() == c.outputs[i].dtype(), op.name.c_str(),
+          "result ", i, " does not have the shape and dtype the shape function gave (",
+          shape_str(c.outputs[i].sizes()), ", ", c.outputs[i].dtype(), ")");
+    c.outputs[i].copy_(*t);
+  }
+}
+
+// The gradients of the op's tensor inputs from its backward op.
+std::vector<Tensor> extension_backward(const autograd::BackwardContext& ctx) {
+  const ExtensionOp& op = op_of(ctx.attrs);
+  std::vector<IValue> call_args(ctx.grads.begin(), ctx.grads.end());
+  for (IValue& a : arguments_of(op, ctx.inputs, ctx.attrs)) call_args.push_back(std::move(a));
+  std::vector<Tensor> grads;
+  for (IValue& g : call_op(op.backward, std::move(call_args))) grads.push_back(std::get<Tensor>(std::move(g)));
+  return grads;
+}
+
+// The front end of an op with a shape function: tensors as the inputs, the
+// rest as attributes, through dispatch (modes, autograd, the tracer).
+std::vector<IValue> dispatch_extension_op(const ExtensionOp& op, std::vector<IValue>& args) {
+  std::vector<Tensor> inputs;
+  Attrs attrs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const SchemaArg& a = op.schema.arguments[i];
+    if (a.is_tensor()) {
+      inputs.push_back(std::get<Tensor>(args[i]));
+      continue;
+    }
+    std::visit(
+        [&](auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (!std::is_same_v<V, std::monostate> && !std::is_same_v<V, Tensor> &&
+                        !std::is_same_v<V, std::vector<Tensor>>)
+            attrs.set(a.name, v);
+        },
+        args[i]);
+  }
+  attrs.set(kIdAttr, op.id);
+  std::vector<IValue> results;
+  for (Tensor& t : dispatch(*op.op_def, inputs, attrs)) results.emplace_back(std::move(t));
   return results;
 }
 
@@ -253,6 +364,8 @@ KilnError kiln_library_define(const char* ns, const char* schema) {
             "': an extension op cannot return a Tensor[] yet");
     auto op = std::make_unique<ExtensionOp>();
     op->name = parsed.name;
+    op->schema_text = full;
+    op->schema = parsed;
     op->outputs = parsed.returns.size();
     const ExtensionOp* raw = op.get();
     {
@@ -265,6 +378,35 @@ KilnError kiln_library_define(const char* ns, const char* schema) {
   });
 }
 
+KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape) {
+  return library_call([&] {
+    check(ns && name && shape, "kiln_library_shape", "null namespace, name or shape function");
+    const std::string full = std::string(ns) + "::" + name;
+    ExtensionOp* op = nullptr;
+    {
+      ExtensionRegistry& r = extensions();
+      std::lock_guard<std::mutex> lock(r.mu);
+      auto it = r.ops.find(full);
+      check(it != r.ops.end(), "kiln_library_shape", "'", full, "' is not defined (kiln_library_define it first)");
+      op = it->second.get();
+      check(op->shape == nullptr, "kiln_library_shape", "'", full, "' has two shape functions");
+      for (const SchemaArg& a : op->schema.arguments)
+        check(!a.is_tensor() || (a.type == ArgType::Tensor && !a.optional), "kiln_library_shape", "'", full,
+              "': argument '", a.name, "' must be a plain Tensor for the dispatcher");
+      for (const SchemaArg& ret : op->schema.returns)
+        check(ret.type == ArgType::Tensor, "kiln_library_shape", "'", full, "': every result must be a Tensor");
+      op->shape = shape;
+      op->id = static_cast<int64_t>(r.by_id.size());
+      r.by_id.push_back(op);
+    }
+    // Varargs: the non-tensor arguments travel as attributes by name, with
+    // the op's index (extension_op).
+    op->op_def = &register_op(OpDef{op->name, op->schema_text, OpKind::Compute, extension_shape});
+    register_kernel(op->name, DeviceType::CPU, extension_kernel);
+    if (!op->backward.empty()) set_backward(op->name, new autograd::BackwardDef{extension_backward, autograd::kSaveInputs});
+  });
+}
+
 KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name) {
   return library_call([&] {
     check(ns && name && backward_name, "kiln_library_backward", "null namespace or name");
@@ -274,6 +416,8 @@ KilnError kiln_library_backward(const char* ns, const char* name, const char* ba
     auto it = r.ops.find(full);
     check(it != r.ops.end(), "kiln_library_backward", "'", full, "' is not defined (kiln_library_define it first)");
     it->second->backward = std::string(ns) + "::" + backward_name;
+    if (it->second->op_def)  // already in the dispatcher (kiln_library_shape came first)
+      set_backward(it->second->name, new autograd::BackwardDef{extension_backward, autograd::kSaveInputs});
   });
 }
 

@@ -48,6 +48,7 @@ KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnError
 KilnError kiln_num_threads(int32_t* out) { return kiln::stable_abi::impl::kiln_num_threads(out); }
 void kiln_set_error(const char* message) { kiln::stable_abi::impl::kiln_set_error(message); }
 KilnError kiln_library_define(const char* ns, const char* schema) { return kiln::stable_abi::impl::kiln_library_define(ns, schema); }
+KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape) { return kiln::stable_abi::impl::kiln_library_shape(ns, name, shape); }
 KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name) { return kiln::stable_abi::impl::kiln_library_backward(ns, name, backward_name); }
 KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel) { return kiln::stable_abi::impl::kiln_library_impl(ns, name, device_type, kernel); }
 

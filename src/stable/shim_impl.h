@@ -51,6 +51,7 @@ KilnError kiln_num_threads(int32_t* out);
 void kiln_set_error(const char* message);
 KilnError kiln_library_define(const char* ns, const char* schema);
 KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel);
+KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape);
 KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name);
 
 }  // namespace kiln::stable_abi::impl

@@ -50,6 +50,29 @@ TEST(Extension, UnderCompileItsOpsAreGraphBreaksThatNameThem) {
   expect_error([&] { strict(x); }, {"the extension op 'testext::scale_add'"});
 }
 
+// With a shape function the op goes through the dispatcher: kiln::compile
+// traces it (one graph under fullgraph) and autograd records it with its
+// backward op.
+TEST(Extension, WithAShapeFunctionItsOpsAreTracedAndDifferentiated) {
+  load_extension(KILN_TEST_EXTENSION);
+  const Tensor x = randn({4, 6}), y = randn({4, 6});
+  auto fn = [&](const Tensor& a) {
+    return std::get<Tensor>(call_op("testext::scale_add_traced", {a * 2.0, y, 0.5})[0]) + 1.0;
+  };
+  CompileOptions full;
+  full.fullgraph = true;
+  auto compiled = compile(fn, full);
+  expect_close(compiled(x), values(x * 2.0 + y * 0.5 + 1.0), 1e-6, 1e-6, "compiled, one graph");
+  expect_close(compiled(y), values(y * 2.0 + y * 0.5 + 1.0), 1e-6, 1e-6, "second call");
+  const Tensor a = randn({4, 6}, kFloat64).requires_grad_(), b = randn({4, 6}, kFloat64).requires_grad_();
+  const Tensor g = randn({4, 6}, kFloat64);
+  (std::get<Tensor>(call_op("testext::scale_add_traced", {a.to(kFloat32), b.to(kFloat32), 3.0})[0]).to(kFloat64) * g)
+      .sum()
+      .backward();
+  expect_close(a.grad(), values(g), 1e-6, 1e-6, "d/dx");
+  expect_close(b.grad(), values(g * 3.0), 1e-6, 1e-6, "d/dy");
+}
+
 // Built against the frozen stable headers of ABI 1.0 (tests/stable/v1.0).
 TEST(Extension, OneBuiltAgainstTheFrozenOnePointZeroHeadersStillWorks) {
   load_extension(KILN_TEST_EXTENSION_V1_0);

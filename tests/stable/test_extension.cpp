@@ -25,6 +25,11 @@ Tensor scale_add(Tensor x, Tensor y, double alpha) {
   return out;
 }
 
+// The gradients of scale_add: (g, alpha g).
+std::tuple<Tensor, Tensor> scale_add_backward(Tensor grad, Tensor, Tensor, double alpha) {
+  return {grad, kiln::stable::call("mul", grad, alpha)};
+}
+
 // The sum of a float32 tensor (through kiln's own op) and its element count.
 std::tuple<Tensor, int64_t> stats(Tensor x) { return {kiln::stable::call("sum", x), x.numel()}; }
 
@@ -41,9 +46,17 @@ std::tuple<Tensor, int64_t> stats(Tensor x) { return {kiln::stable::call("sum", 
 KILN_TEST_LIBRARY(KILN_TEST_EXTENSION_NAMESPACE, m) {
   m.def("scale_add(Tensor x, Tensor y, float alpha) -> Tensor");
   m.def("stats(Tensor x) -> (Tensor sum, int numel)");
+  // The same kernel declared with a shape function and a backward: it goes
+  // through the dispatcher (traced by kiln::compile, recorded by autograd).
+  m.def("scale_add_traced(Tensor x, Tensor y, float alpha) -> Tensor");
+  m.def("scale_add_backward(Tensor grad, Tensor x, Tensor y, float alpha) -> (Tensor, Tensor)");
+  m.def_shape("scale_add_traced", &kiln::stable::same_as_first_tensor);
+  m.def_backward("scale_add_traced", "scale_add_backward");
 }
 
 KILN_TEST_LIBRARY_IMPL(KILN_TEST_EXTENSION_NAMESPACE, m) {
   m.impl<&scale_add>("scale_add");
   m.impl<&stats>("stats");
+  m.impl<&scale_add>("scale_add_traced");
+  m.impl<&scale_add_backward>("scale_add_backward");
 }

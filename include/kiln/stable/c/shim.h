@@ -161,6 +161,24 @@ void kiln_set_error(const char* message);
 KilnError kiln_library_define(const char* ns, const char* schema);
 /* Gives op ns::name its kernel for a device type (kiln_device_type_cpu()). */
 KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel);
+/* A result's metadata as a shape function gives it. */
+#define KILN_MAX_DIMS 16
+typedef struct KilnTensorMeta {
+  int64_t ndim;
+  int64_t sizes[KILN_MAX_DIMS];
+  int32_t dtype;
+  int32_t reserved; /* 0 */
+} KilnTensorMeta;
+/* A shape function: from the arguments (tensors: read their sizes and
+ * dtypes, never their data, which may not exist yet), fills the metadata of
+ * the num_outputs results; on failure kiln_set_error and a non-zero code. */
+typedef KilnError (*KilnShapeFunction)(const KilnValue* args, uint64_t num_args, KilnTensorMeta* outputs,
+                                       uint64_t num_outputs);
+/* Gives op ns::name a shape function: the op then goes through kiln's
+ * dispatcher like a built-in one, so kiln::compile traces it into its graphs
+ * (no graph break) and autograd records it with its backward op. Its tensor
+ * arguments must be plain `Tensor`s (not optional, not lists). */
+KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape);
 /* Makes op ns::name differentiable: its gradients come from op
  * ns::backward_name, called with the gradient of each tensor result, then
  * every argument of the forward call, and returning one gradient per tensor

@@ -117,11 +117,35 @@ KilnError boxed_kernel(KilnValue* stack, uint64_t num_args, uint64_t num_outputs
   }
 }
 
+// A shape function for the common case: one result with the metadata of
+// the first tensor argument.
+inline KilnError same_as_first_tensor(const KilnValue* args, uint64_t num_args, KilnTensorMeta* out,
+                                      uint64_t num_outputs) {
+  for (uint64_t i = 0; i < num_args; ++i) {
+    if (args[i].kind != KILN_VALUE_TENSOR) continue;
+    if (num_outputs != 1) break;
+    const KilnTensorHandle t = args[i].tensor;
+    KilnTensorMeta m{};
+    KilnError e = kiln_tensor_dim(t, &m.ndim);
+    if (e == KILN_OK && m.ndim > KILN_MAX_DIMS) e = KILN_ERROR_INVALID_ARGUMENT;
+    for (int64_t d = 0; e == KILN_OK && d < m.ndim; ++d) e = kiln_tensor_size(t, d, &m.sizes[d]);
+    if (e == KILN_OK) e = kiln_tensor_dtype(t, &m.dtype);
+    if (e != KILN_OK) return e;
+    out[0] = m;
+    return KILN_OK;
+  }
+  kiln_set_error("same_as_first_tensor: expected one result and a tensor argument");
+  return KILN_ERROR_INVALID_ARGUMENT;
+}
+
 // The handle KILN_STABLE_LIBRARY and _IMPL blocks register through.
 class Library {
  public:
   explicit Library(const char* ns) : ns_(ns) {}
   void def(const char* schema) { check(kiln_library_define(ns_, schema)); }
+  // Op `name`'s shape function (see kiln_library_shape): the op then goes
+  // through kiln's dispatcher, traced by kiln::compile.
+  void def_shape(const char* name, KilnShapeFunction shape) { check(kiln_library_shape(ns_, name, shape)); }
   // Op `name`'s gradients come from op `backward_name` (see kiln_library_backward).
   void def_backward(const char* name, const char* backward_name) {
     check(kiln_library_backward(ns_, name, backward_name));
