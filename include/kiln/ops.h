@@ -141,6 +141,10 @@ Tensor rms_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = 
                 std::optional<double> eps = {});
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+// torch.nn.functional.pad: `pad` holds (before, after) sizes for the last
+// dims, last dim first; mode "constant" (with `value`, default 0; negative
+// sizes crop), "reflect", "replicate" or "circular".
+Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode = "constant", std::optional<double> value = {});
 
 // ---- joining, splitting, indexing
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

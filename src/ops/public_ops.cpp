@@ -114,6 +114,7 @@ void linear_algebra_and_nn() {
   def<&rms_norm>("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor");
   def<&embedding>("embedding(Tensor weight, Tensor indices) -> Tensor");
   def<&one_hot>("one_hot(Tensor self, int num_classes=-1) -> Tensor");
+  def<&pad>("pad(Tensor self, int[] pad, str mode='constant', float? value=None) -> Tensor");
 }
 
 void indexing() {

@@ -133,6 +133,8 @@ std::vector<Case> cases() {
   c.push_back({"rms_norm", {m34, Shape{4}}, {}, [=] { return one(rms_norm(m34, {4})); }});
   c.push_back({"embedding", {m34, idx}, {}, [=] { return one(embedding(m34, idx)); }});
   c.push_back({"one_hot", {idx}, {{"num_classes", int64_t{5}}}, [=] { return one(one_hot(idx, 5)); }});
+  c.push_back({"pad", {xt, Shape{1, 2}, std::string("reflect")}, {}, [=] { return one(pad(xt, {1, 2}, "reflect")); }});
+  c.push_back({"pad", {x, Shape{0, 1, 2, 0}}, {{"value", -1.0}}, [=] { return one(pad(x, {0, 1, 2, 0}, "constant", -1.0)); }});
 
   c.push_back({"cat", {std::vector<Tensor>{x, xt}, int64_t{1}}, {}, [=] { return one(cat({x, xt}, 1)); }});
   c.push_back({"stack", {std::vector<Tensor>{x, xt}}, {}, [=] { return one(stack({x, xt})); }});

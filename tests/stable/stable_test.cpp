@@ -76,6 +76,11 @@ TEST(Stable, OpsByNameGiveTheArithmeticsResults) {
   const Tensor cl = clone(transpose(a, 0, 1));
   EXPECT_TRUE(cl.is_contiguous());
   EXPECT_EQ(flatten(a).sizes(), (std::vector<int64_t>{12}));
+  const Tensor padded = pad(a, {1, 2}, "constant", 7.0);
+  EXPECT_EQ(padded.sizes(), (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(padded.data_ptr<float>()[0], 7.0f);
+  EXPECT_EQ(padded.data_ptr<float>()[1], pa[0]);
+  EXPECT_EQ(pad(a, {2, 0}, "circular").data_ptr<float>()[0], pa[2]);
   EXPECT_EQ(call("sum", arange(5)).item<int64_t>(), 10);
 }
 

@@ -332,6 +332,10 @@ inline Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) { return ca
 inline Tensor amax(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim = false) {
   return call("amax", t, dims, keepdim);
 }
+inline Tensor pad(const Tensor& t, const std::vector<int64_t>& sizes, const char* mode = "constant", double value = 0.0) {
+  if (std::string(mode) == "constant") return call("pad", t, sizes, mode, value);
+  return call("pad", t, sizes, mode);
+}
 inline Tensor copy_(const Tensor& dst, const Tensor& src) {
   check(kiln_tensor_copy_(dst.get(), src.get()));
   return dst;
