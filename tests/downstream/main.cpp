@@ -14,7 +14,10 @@ int main() {
   const Tensor want = x + y * 0.5;
 #ifdef EXTENSION_PATH
   load_extension(EXTENSION_PATH);
+  load_extension(EXTENSION_V1_0_PATH);  // built against the frozen 1.0 headers
   const Tensor got = std::get<Tensor>(call_op("testext::scale_add", {x, y, 0.5})[0]);
+  const Tensor got_v1_0 = std::get<Tensor>(call_op("testext_v1_0::scale_add", {x, y, 0.5})[0]);
+  if (!got_v1_0.is_same(got) && (got_v1_0 - got).abs().max().item<double>() != 0.0) return 1;
 #else
   const Tensor got = add(x, y, 0.5);  // (the pkg-config build: no extension)
 #endif

@@ -11,7 +11,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 cmake -S "$src/tests/downstream" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DKILN_TEST_EXTENSION_SOURCE="$src/tests/stable/test_extension.cpp" > "$work/configure.log"
+  -DKILN_TEST_EXTENSION_SOURCE="$src/tests/stable/test_extension.cpp" \
+  -DKILN_FROZEN_STABLE_HEADERS="$src/tests/stable/v1.0" > "$work/configure.log"
 cmake --build "$work/build" > "$work/build.log"
 "$work/build/downstream"
 # The example extensions, each its own project against the installed package.
