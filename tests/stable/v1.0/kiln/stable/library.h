@@ -165,7 +165,10 @@ namespace detail {
 struct Registrations {
   std::vector<void (*)()> defs, impls;
 };
-inline Registrations& registrations() {
+// Hidden: GCC makes the static of an inline function a process-wide
+// (STB_GNU_UNIQUE) symbol when exported, which would give every extension
+// loaded in a process one shared list, each registering the others' ops.
+__attribute__((visibility("hidden"))) inline Registrations& registrations() {
   static Registrations r;
   return r;
 }
@@ -189,7 +192,7 @@ extern "C" __attribute__((visibility("default"))) inline KilnError kiln_extensio
   }
 }
 namespace kiln::stable::detail {
-struct Registrar {
+struct __attribute__((visibility("hidden"))) Registrar {
   Registrar(void (*f)(), bool is_def) {
     (is_def ? registrations().defs : registrations().impls).push_back(f);
     // Their addresses taken where a registration runs, so the extension
