@@ -27,9 +27,14 @@ PKG_CONFIG_PATH="$libdir/pkgconfig" c++ "$src/tests/downstream/main.cpp" -o "$wo
   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs kiln) -Wl,-rpath,"$libdir"
 "$work/downstream-pc"
 "$work/prefix/bin/kiln" info > /dev/null
-# The Debian package, unpacked into an empty root: its CLI runs from there.
+# The Debian package, installed by dpkg into an empty root (unpacked: its
+# ldconfig trigger cannot run in a root without a system, and the libraries
+# it depends on are the host's): its CLI runs from there.
 cmake --build "$build" --target package > "$work/package.log"
-dpkg-deb -x "$(ls -t "$build"/kiln_*.deb | head -1)" "$work/root"
+mkdir -p "$work/root/var/lib/dpkg/info" "$work/root/var/lib/dpkg/updates"
+touch "$work/root/var/lib/dpkg/status"
+dpkg --root="$work/root" --force-depends --unpack "$(ls -t "$build"/kiln_*.deb | head -1)" > "$work/dpkg.log" 2>&1
+grep -q "^Package: kiln" "$work/root/var/lib/dpkg/status"
 "$work/root/usr/bin/kiln" info > /dev/null
 # Included with add_subdirectory by a parent project: it configures (tests
 # and benchmarks off, outputs in the parent's layout). Building it there
