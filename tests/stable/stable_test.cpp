@@ -40,6 +40,19 @@ TEST(Stable, TensorMetadataThroughTheCAbi) {
   EXPECT_EQ(copy.data_ptr(), t.data_ptr());
 }
 
+TEST(Stable, AccessorsReadThroughStrides) {
+  const Tensor t = ramp(3, 4);
+  const Tensor tt = transpose(t, 0, 1);  // (4, 3), strides (1, 4)
+  Tensor::Layout layout;
+  const auto a = tt.accessor<float, 2>(layout);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(a[i][j], t.data_ptr<float>()[j * 4 + i]);
+  EXPECT_EQ(a.size(0), 4);
+  Tensor::Layout other;
+  EXPECT_THROW((void)(t.accessor<float, 3>(other)), Error);
+  EXPECT_THROW((void)(t.accessor<double, 2>(other)), Error);
+}
+
 TEST(Stable, OpsByNameGiveTheArithmeticsResults) {
   const Tensor a = ramp(3, 4), b = ramp(4, 2);
   const Tensor c = matmul(a, b);

@@ -48,6 +48,25 @@ ScalarType scalar_type() {
   return {dtype_code<T>()};
 }
 
+// Strided element access, as torch's TensorAccessor: a[i][j] reads the
+// element at (i, j) through the tensor's strides. It borrows the tensor's
+// memory: keep the tensor alive while using it.
+template <class T, size_t N>
+class Accessor {
+ public:
+  Accessor(T* data, const int64_t* sizes, const int64_t* strides) : data_(data), sizes_(sizes), strides_(strides) {}
+  decltype(auto) operator[](int64_t i) const {
+    if constexpr (N == 1) return data_[i * strides_[0]];
+    else return Accessor<T, N - 1>(data_ + i * strides_[0], sizes_ + 1, strides_ + 1);
+  }
+  int64_t size(size_t d) const { return sizes_[d]; }
+
+ private:
+  T* data_;
+  const int64_t* sizes_;
+  const int64_t* strides_;
+};
+
 // A tensor reference through the C ABI. Default-constructed: undefined, as
 // torch::stable::Tensor. Copies are new references to the same tensor.
 class Tensor {
@@ -114,6 +133,21 @@ class Tensor {
   // The value of a one-element tensor, converted to T.
   template <class T>
   T item() const;
+  // An N-dim strided view of the data as T (dtype and dim checked). The
+  // accessor points into `layout`, which must outlive it:
+  //   Tensor::Layout layout; auto a = t.accessor<float, 2>(layout); a[i][j]
+  struct Layout {
+    std::vector<int64_t> sizes, strides;
+  };
+  template <class T, size_t N>
+  Accessor<T, N> accessor(Layout& layout) const {
+    if (dim() != static_cast<int64_t>(N))
+      throw Error(KILN_ERROR_INVALID_ARGUMENT, "[accessor] the tensor has " + std::to_string(dim()) + " dims, not " +
+                                                   std::to_string(N));
+    layout.sizes = sizes();
+    layout.strides = strides();
+    return Accessor<T, N>(data_ptr<T>(), layout.sizes.data(), layout.strides.data());
+  }
 
  private:
   std::pair<int32_t, int32_t> device() const {
