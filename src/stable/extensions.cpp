@@ -1,8 +1,11 @@
 // Extension ops through the stable ABI: kiln_library_define / _impl give an
 // op "ns::name" a schema and per-device boxed kernels; the op joins call_op's
 // registry, so C++ code, the C shim and other extensions call it by name.
-// load_extension checks an extension's ABI version before running its
-// registrations.
+// Without a shape function it runs outside the dispatcher (a graph break
+// under kiln::compile, autograd through record_function with its backward
+// op); kiln_library_shape declares it in the dispatcher instead (an OpDef
+// whose kernel calls the extension's). load_extension checks an extension's
+// ABI version before running its registrations.
 #include <dlfcn.h>
 
 #include <array>
@@ -54,8 +57,9 @@ ExtensionRegistry& extensions() {
   return r;
 }
 
-// An argument as the kernel reads it; the lists and strings it points to
-// live in `keep` until the kernel returns.
+// A call's arguments as C values for a kernel or shape function: the
+// handles, lists and strings they point to live in this object until the
+// call returns.
 struct Marshalled {
   std::vector<KilnValue> stack;
   std::vector<KilnTensorHandle> owned;
