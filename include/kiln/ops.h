@@ -70,6 +70,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
+Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(e^a + e^b), without overflow
 
 // `out=` forms: write into an existing tensor of the result's shape and dtype.
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);

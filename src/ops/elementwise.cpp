@@ -1,5 +1,6 @@
 // Front ends of the elementwise ops: type promotion (PyTorch's result_type),
 // broadcasting checks, then one dispatch. Kernels: kernels/cpu/elementwise_kernels.cpp.
+#include <cmath>
 #include <limits>
 
 #include "ops/op_util.h"
@@ -271,6 +272,18 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   return add(start, mul(weight, sub(end, start)));
 }
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) { return lerp(start, end, wrapped_scalar(weight)); }
+
+// log(e^a + e^b) as max(a, b) + log1p(e^-|a - b|): no overflow, and exact
+// where one side dominates. Equal infinities are that infinity (inf - inf
+// would be NaN), as in PyTorch. Composite: autograd and compile get it from
+// the ops (at a == b, maximum's split gradient gives sigmoid(0) = 1/2 each).
+Tensor logaddexp(const Tensor& a, const Tensor& b) {
+  check(is_floating(result_type(a, b)), "logaddexp", "expected floating point tensors but got ", a.dtype(), " and ",
+        b.dtype());
+  const Tensor tail = log1p(exp(neg(abs(sub(a, b)))));
+  const Tensor same_infinity = logical_and(eq(a, b), eq(abs(a), wrapped_scalar(INFINITY)));
+  return where(same_infinity, a, add(maximum(a, b), tail));
+}
 
 // ---- out= and in-place
 

@@ -73,6 +73,7 @@ void elementwise() {
       "lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor");
   def<[](const Tensor& s, const Tensor& e, Scalar w) { return lerp(s, e, w); }>(
       "lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor");
+  def<&logaddexp>("logaddexp(Tensor self, Tensor other) -> Tensor");
   def<[](const Tensor& a, const Tensor& b) { return result_type(a, b); }>(
       "result_type.Tensor(Tensor tensor, Tensor other) -> ScalarType");
   def<&broadcast_to>("broadcast_to(Tensor(a) self, int[] size) -> Tensor(a)");
