@@ -65,6 +65,22 @@ size_t layout_extent_nbytes(const Shape& sizes, const Shape& strides, int64_t of
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
 
+std::shared_ptr<TensorImpl> restrided(const TensorImpl& base, Shape sizes, Shape strides, int64_t storage_offset,
+                                      const char* op) {
+  const size_t reach = layout_extent_nbytes(sizes, strides, storage_offset, base.dtype, op);
+  check(reach <= base.storage->nbytes(), op, "a view of size ", shape_text(sizes), ", stride ", shape_text(strides),
+        " and offset ", storage_offset, " needs ", reach, " bytes but the storage holds ", base.storage->nbytes());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage;
+  impl->version = base.version;
+  impl->dtype = base.dtype;
+  impl->device = base.device;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->storage_offset = storage_offset;
+  return impl;
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);

@@ -268,19 +268,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
     std::vector<Tensor> views;
     for (TensorMeta& m : metas) {
       const TensorImpl* base = inputs[0].impl();
-      // Note [Checked sizes]: a view never reaches past its storage.
-      const size_t reach = layout_extent_nbytes(m.sizes, m.strides, m.storage_offset, base->dtype, op.name.c_str());
-      check(reach <= base->storage->nbytes(), op.name.c_str(), "a view of size ", shape_text(m.sizes), ", stride ",
-            shape_text(m.strides), " and offset ", m.storage_offset, " needs ", reach, " bytes but the storage holds ",
-            base->storage->nbytes());
-      auto impl = std::make_shared<TensorImpl>();
-      impl->storage = base->storage;
-      impl->version = base->version;
-      impl->dtype = base->dtype;
-      impl->device = base->device;
-      impl->sizes = std::move(m.sizes);
-      impl->strides = std::move(m.strides);
-      impl->storage_offset = m.storage_offset;
+      auto impl = restrided(*base, std::move(m.sizes), std::move(m.strides), m.storage_offset, op.name.c_str());
       impl->is_view = true;
       impl->view_base = base->is_view ? base->view_base : inputs[0].impl_ptr();
       views.emplace_back(std::move(impl));

@@ -74,6 +74,12 @@ struct TensorImpl {
 };
 
 Shape contiguous_strides(const Shape& sizes);
+// A TensorImpl seeing base's storage (and version counter) with another
+// layout; a layout reaching past the storage is a kiln::Error naming `op`
+// (Note [Checked sizes]). View bookkeeping (is_view, view_base) is the
+// caller's.
+std::shared_ptr<TensorImpl> restrided(const TensorImpl& base, Shape sizes, Shape strides, int64_t storage_offset,
+                                      const char* op);
 // "[2, 3]": shapes as error messages print them.
 std::string shape_str(const Shape& sizes);
 // The same text, formatted only when streamed: for check()'s message

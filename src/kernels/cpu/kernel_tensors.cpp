@@ -7,19 +7,7 @@
 namespace kiln::cpu {
 
 Tensor view_of(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offset) {
-  const TensorImpl* base = t.impl();
-  const size_t reach = layout_extent_nbytes(sizes, strides, storage_offset, base->dtype, "kernel view");
-  check(reach <= base->storage->nbytes(), "kernel view", "a view of size ", shape_text(sizes), " needs ", reach,
-        " bytes but the storage holds ", base->storage->nbytes());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base->storage;
-  impl->version = base->version;
-  impl->dtype = base->dtype;
-  impl->device = base->device;
-  impl->sizes = std::move(sizes);
-  impl->strides = std::move(strides);
-  impl->storage_offset = storage_offset;
-  return Tensor(std::move(impl));
+  return Tensor(restrided(*t.impl(), std::move(sizes), std::move(strides), storage_offset, "kernel view"));
 }
 
 Tensor narrowed(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
