@@ -25,7 +25,7 @@
 #include "kiln/extension.h"
 #include "kiln/stable/c/shim.h"
 #include "stable/shim_impl.h"
-#include "stable/handles.h"
+#include "stable/values.h"
 
 namespace kiln {
 namespace {
@@ -57,56 +57,25 @@ ExtensionRegistry& extensions() {
   return r;
 }
 
-// A call's arguments as C values for a kernel or shape function: the
-// handles, lists and strings they point to live in this object until the
-// call returns.
-struct Marshalled {
-  std::vector<KilnValue> stack;
-  std::vector<KilnTensorHandle> owned;
-  std::vector<std::unique_ptr<Shape>> lists;
-  std::vector<std::unique_ptr<std::vector<KilnTensorHandle>>> tensor_lists;
-  std::vector<std::unique_ptr<std::string>> strings;
-  ~Marshalled() {
-    for (KilnTensorHandle h : owned) delete h;
-  }
-  KilnTensorHandle handle(const Tensor& t) {
-    owned.push_back(new KilnTensorOpaque{t});
-    return owned.back();
-  }
-  KilnValue value(const IValue& v) {
-    KilnValue out{};
-    if (const auto* t = std::get_if<Tensor>(&v)) {
-      out.kind = KILN_VALUE_TENSOR;
-      out.tensor = handle(*t);
-    } else if (const auto* l = std::get_if<std::vector<Tensor>>(&v)) {
-      auto hs = std::make_unique<std::vector<KilnTensorHandle>>();
-      for (const Tensor& t : *l) hs->push_back(handle(t));
-      out.kind = KILN_VALUE_TENSOR_LIST;
-      out.tensors = hs->data();
-      out.count = static_cast<int64_t>(hs->size());
-      tensor_lists.push_back(std::move(hs));
-    } else if (const auto* i = std::get_if<int64_t>(&v)) {
-      out.kind = KILN_VALUE_INT, out.i = *i;
-    } else if (const auto* f = std::get_if<double>(&v)) {
-      out.kind = KILN_VALUE_FLOAT, out.f = *f;
-    } else if (const auto* b = std::get_if<bool>(&v)) {
-      out.kind = KILN_VALUE_BOOL, out.i = *b;
-    } else if (const auto* s = std::get_if<Shape>(&v)) {
-      lists.push_back(std::make_unique<Shape>(*s));
-      out.kind = KILN_VALUE_INT_LIST;
-      out.ints = lists.back()->data();
-      out.count = static_cast<int64_t>(lists.back()->size());
-    } else if (const auto* str = std::get_if<std::string>(&v)) {
-      strings.push_back(std::make_unique<std::string>(*str));
-      out.kind = KILN_VALUE_STRING, out.str = strings.back()->c_str();
-    } else if (const auto* d = std::get_if<DType>(&v)) {
-      out.kind = KILN_VALUE_DTYPE, out.dtype = static_cast<int32_t>(*d);
-    } else if (const auto* dev = std::get_if<Device>(&v)) {
-      out.kind = KILN_VALUE_DEVICE, out.dtype = static_cast<int32_t>(dev->type()), out.i = dev->index();
-    }
-    return out;
-  }
-};
+// Op ns::name, which kiln_library_define must have declared (for `fn`'s
+// error); the caller holds the registry's lock.
+ExtensionOp& defined_op(ExtensionRegistry& r, const char* ns, const char* name, const char* fn) {
+  const std::string full = std::string(ns) + "::" + name;
+  auto it = r.ops.find(full);
+  check(it != r.ops.end(), fn, "'", full, "' is not defined (kiln_library_define it first)");
+  return *it->second;
+}
+
+// The gradients of an extension op's tensor inputs: its backward op called
+// with the gradient of each result, then the forward call's arguments.
+std::vector<Tensor> call_backward(const std::string& backward, const std::vector<Tensor>& grads,
+                                  std::vector<IValue> forward_args) {
+  std::vector<IValue> call_args(grads.begin(), grads.end());
+  for (IValue& a : forward_args) call_args.push_back(std::move(a));
+  std::vector<Tensor> input_grads;
+  for (IValue& g : call_op(backward, std::move(call_args))) input_grads.push_back(std::get<Tensor>(std::move(g)));
+  return input_grads;
+}
 
 // The op's boxed function for call_op: arguments to C values, the kernel of
 // the tensors' device, its results back (the runtime owns their handles).
@@ -144,17 +113,13 @@ std::vector<IValue> run_extension_op(const ExtensionOp& op, std::vector<IValue>&
   std::vector<IValue> forward_args = args;
   const std::string backward = op.backward;
   autograd::record_function(op.name, inputs, outputs, [backward, forward_args](const std::vector<Tensor>& grads) {
-    std::vector<IValue> call_args(grads.begin(), grads.end());
-    call_args.insert(call_args.end(), forward_args.begin(), forward_args.end());
-    std::vector<Tensor> input_grads;
-    for (IValue& g : call_op(backward, std::move(call_args))) input_grads.push_back(std::get<Tensor>(std::move(g)));
-    return input_grads;
+    return call_backward(backward, grads, forward_args);
   });
   return results;
 }
 
 std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& args) {
-  Marshalled m;
+  stable_abi::CValues m;
   DeviceType device = DeviceType::CPU;
   bool device_found = false;
   for (const IValue& a : args) {
@@ -162,7 +127,7 @@ std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& ar
       device = t->device().type();
       device_found = true;
     }
-    m.stack.push_back(m.value(a));
+    m.stack.push_back(m.to_c(a));
   }
   const KilnBoxedKernel kernel = op.kernels[static_cast<int>(device)];
   check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", device_type_name(device));
@@ -173,21 +138,11 @@ std::vector<IValue> run_kernel_of(const ExtensionOp& op, std::vector<IValue>& ar
   std::vector<IValue> results;
   for (size_t i = 0; i < op.outputs; ++i) {
     const KilnValue& r = m.stack[i];
-    if (r.kind == KILN_VALUE_TENSOR && r.tensor) {
-      // Written by the kernel: new handles, unless it handed back an
-      // argument's own handle (then it is already in `owned`).
-      const bool argument = std::find(m.owned.begin(), m.owned.end(), r.tensor) != m.owned.end();
-      results.emplace_back(r.tensor->t);
-      if (!argument) delete r.tensor;
-    } else if (r.kind == KILN_VALUE_INT) {
-      results.emplace_back(r.i);
-    } else if (r.kind == KILN_VALUE_FLOAT) {
-      results.emplace_back(r.f);
-    } else if (r.kind == KILN_VALUE_BOOL) {
-      results.emplace_back(r.i != 0);
-    } else {
-      fail(op.name.c_str(), "the extension's kernel left result ", i, " unset (kind ", r.kind, ")");
-    }
+    check(r.kind != KILN_VALUE_NONE, op.name.c_str(), "the extension's kernel left result ", i, " unset");
+    results.push_back(stable_abi::from_c(r, "a kernel's result"));
+    // The kernel's new handles are the runtime's to release; an argument's
+    // own handle handed back is already the converter's.
+    if (r.kind == KILN_VALUE_TENSOR && !m.owns(r.tensor)) delete r.tensor;
   }
   return results;
 }
@@ -223,8 +178,8 @@ std::vector<IValue> arguments_of(const ExtensionOp& op, std::span<const Tensor> 
 std::vector<TensorMeta> extension_shape(std::span<const Tensor> inputs, const Attrs& attrs) {
   const ExtensionOp& op = op_of(attrs);
   std::vector<IValue> args = arguments_of(op, inputs, attrs);
-  Marshalled m;
-  for (const IValue& a : args) m.stack.push_back(m.value(a));
+  stable_abi::CValues m;
+  for (const IValue& a : args) m.stack.push_back(m.to_c(a));
   std::vector<KilnTensorMeta> out(op.outputs);
   kiln_set_error("");
   const KilnError code = op.shape(m.stack.data(), m.stack.size(), out.data(), out.size());
@@ -256,11 +211,7 @@ void extension_kernel(const OpCall& c) {
 // The gradients of the op's tensor inputs from its backward op.
 std::vector<Tensor> extension_backward(const autograd::BackwardContext& ctx) {
   const ExtensionOp& op = op_of(ctx.attrs);
-  std::vector<IValue> call_args(ctx.grads.begin(), ctx.grads.end());
-  for (IValue& a : arguments_of(op, ctx.inputs, ctx.attrs)) call_args.push_back(std::move(a));
-  std::vector<Tensor> grads;
-  for (IValue& g : call_op(op.backward, std::move(call_args))) grads.push_back(std::get<Tensor>(std::move(g)));
-  return grads;
+  return call_backward(op.backward, ctx.grads, arguments_of(op, ctx.inputs, ctx.attrs));
 }
 
 // The front end of an op with a shape function: tensors as the inputs, the
@@ -385,14 +336,12 @@ KilnError kiln_library_define(const char* ns, const char* schema) {
 KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape) {
   return library_call([&] {
     check(ns && name && shape, "kiln_library_shape", "null namespace, name or shape function");
-    const std::string full = std::string(ns) + "::" + name;
     ExtensionOp* op = nullptr;
     {
       ExtensionRegistry& r = extensions();
       std::lock_guard<std::mutex> lock(r.mu);
-      auto it = r.ops.find(full);
-      check(it != r.ops.end(), "kiln_library_shape", "'", full, "' is not defined (kiln_library_define it first)");
-      op = it->second.get();
+      op = &defined_op(r, ns, name, "kiln_library_shape");
+      const std::string& full = op->name;
       check(op->shape == nullptr, "kiln_library_shape", "'", full, "' has two shape functions");
       for (const SchemaArg& a : op->schema.arguments)
         check(!a.is_tensor() || (a.type == ArgType::Tensor && !a.optional), "kiln_library_shape", "'", full,
@@ -414,14 +363,12 @@ KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction
 KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name) {
   return library_call([&] {
     check(ns && name && backward_name, "kiln_library_backward", "null namespace or name");
-    const std::string full = std::string(ns) + "::" + name;
     ExtensionRegistry& r = extensions();
     std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.ops.find(full);
-    check(it != r.ops.end(), "kiln_library_backward", "'", full, "' is not defined (kiln_library_define it first)");
-    it->second->backward = std::string(ns) + "::" + backward_name;
-    if (it->second->op_def)  // already in the dispatcher (kiln_library_shape came first)
-      set_backward(it->second->name, new autograd::BackwardDef{extension_backward, autograd::kSaveInputs});
+    ExtensionOp& op = defined_op(r, ns, name, "kiln_library_backward");
+    op.backward = std::string(ns) + "::" + backward_name;
+    if (op.op_def)  // already in the dispatcher (kiln_library_shape came first)
+      set_backward(op.name, new autograd::BackwardDef{extension_backward, autograd::kSaveInputs});
   });
 }
 
@@ -430,13 +377,11 @@ KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_typ
     check(ns && name && kernel, "kiln_library_impl", "null namespace, name or kernel");
     check(device_type >= 0 && device_type < kNumDeviceTypes, "kiln_library_impl", "device type code ", device_type,
           " names no device type");
-    const std::string full = std::string(ns) + "::" + name;
     ExtensionRegistry& r = extensions();
     std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.ops.find(full);
-    check(it != r.ops.end(), "kiln_library_impl", "'", full, "' is not defined (kiln_library_define it first)");
-    KilnBoxedKernel& slot = it->second->kernels[device_type];
-    check(slot == nullptr, "kiln_library_impl", "'", full, "' has two kernels for device ",
+    ExtensionOp& op = defined_op(r, ns, name, "kiln_library_impl");
+    KilnBoxedKernel& slot = op.kernels[device_type];
+    check(slot == nullptr, "kiln_library_impl", "'", op.name, "' has two kernels for device ",
           device_type_name(static_cast<DeviceType>(device_type)));
     slot = kernel;
   });

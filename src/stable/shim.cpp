@@ -12,22 +12,10 @@
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"
-#include "stable/handles.h"
+#include "stable/values.h"
 
 namespace kiln::stable_abi {
-
-std::string& last_error() {
-  thread_local std::string message;
-  return message;
-}
-
 namespace {
-
-// A failure of the shim itself (not of kiln), with its code.
-struct ShimError {
-  KilnError code;
-  std::string message;
-};
 
 template <class F>
 KilnError guarded(const char* fn, F&& f) {
@@ -35,9 +23,9 @@ KilnError guarded(const char* fn, F&& f) {
     f();
     last_error().clear();
     return KILN_OK;
-  } catch (const ShimError& e) {
-    last_error() = std::string("[") + fn + "] " + e.message;
-    return e.code;
+  } catch (const AbiError& e) {
+    last_error() = std::string("[") + fn + "] " + e.what();
+    return e.code();
   } catch (const std::exception& e) {
     last_error() = e.what();
     return KILN_ERROR_RUNTIME;
@@ -47,98 +35,24 @@ KilnError guarded(const char* fn, F&& f) {
   }
 }
 
-template <class P>
-P* not_null(P* p, const char* what) {
-  if (!p) throw ShimError{KILN_ERROR_NULL_HANDLE, std::string(what) + " is null"};
-  return p;
-}
-
-const Tensor& tensor_of(KilnTensorHandle h) { return not_null(h, "the tensor handle")->t; }
 const Tensor& defined_tensor(KilnTensorHandle h) {
   const Tensor& t = tensor_of(h);
-  if (!t.defined()) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "the tensor is undefined"};
+  if (!t.defined()) throw AbiError(KILN_ERROR_INVALID_ARGUMENT, "the tensor is undefined");
   return t;
 }
 
-DType dtype_from(int32_t code) {
-  if (code < 0 || code >= kNumDTypes)
-    throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "dtype code " + std::to_string(code) + " names no dtype"};
-  return static_cast<DType>(code);
-}
-
-Device device_from(int32_t type, int32_t index) {
-  if (type < 0 || type >= kNumDeviceTypes)
-    throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "device type code " + std::to_string(type) + " names no device type"};
-  return Device(static_cast<DeviceType>(type), index);
-}
-
-Shape shape_from(const int64_t* values, int64_t n, const char* what) {
-  if (n < 0) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, std::string("negative length of ") + what};
-  if (n > 0) not_null(values, what);
-  return Shape(values, values + n);
-}
-
-KilnTensorHandle new_handle(Tensor t) { return new KilnTensorOpaque{std::move(t)}; }
-
-IValue unbox(const KilnValue& v, const char* where) {
-  switch (v.kind) {
-    case KILN_VALUE_NONE: return std::monostate{};
-    case KILN_VALUE_TENSOR: return tensor_of(v.tensor);
-    case KILN_VALUE_INT: return v.i;
-    case KILN_VALUE_FLOAT: return v.f;
-    case KILN_VALUE_BOOL: return v.i != 0;
-    case KILN_VALUE_INT_LIST: return shape_from(v.ints, v.count, "an int list");
-    case KILN_VALUE_STRING: return std::string(not_null(v.str, "a string value"));
-    case KILN_VALUE_DTYPE: return dtype_from(v.dtype);
-    case KILN_VALUE_DEVICE: return device_from(v.dtype, static_cast<int32_t>(v.i));
-    case KILN_VALUE_TENSOR_LIST: {
-      if (v.count < 0) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "negative length of a tensor list"};
-      std::vector<Tensor> list;
-      for (int64_t i = 0; i < v.count; ++i) list.push_back(tensor_of(not_null(v.tensors, "a tensor list")[i]));
-      return list;
-    }
-  }
-  throw ShimError{KILN_ERROR_INVALID_ARGUMENT, std::string(where) + " has unknown kind " + std::to_string(v.kind)};
-}
-
-// Results flattened (a Tensor[] as its tensors) into boxed C values.
+// Results flattened (a Tensor[] as its tensors) into C values whose
+// handles the caller owns. (call_op's results hold no lists or strings,
+// whose memory would go with the converter.)
 std::vector<KilnValue> box_results(const std::vector<IValue>& results) {
-  std::vector<KilnValue> out;
-  auto add = [&](KilnValue v) { out.push_back(v); };
+  CValues c;
   for (const IValue& r : results) {
-    KilnValue v{};
-    if (const auto* t = std::get_if<Tensor>(&r)) {
-      v.kind = KILN_VALUE_TENSOR;
-      v.tensor = new_handle(*t);
-      add(v);
-    } else if (const auto* l = std::get_if<std::vector<Tensor>>(&r)) {
-      for (const Tensor& x : *l) {
-        KilnValue e{};
-        e.kind = KILN_VALUE_TENSOR;
-        e.tensor = new_handle(x);
-        add(e);
-      }
-    } else if (const auto* d = std::get_if<DType>(&r)) {
-      v.kind = KILN_VALUE_DTYPE;
-      v.dtype = static_cast<int32_t>(*d);
-      add(v);
-    } else if (const auto* i = std::get_if<int64_t>(&r)) {
-      v.kind = KILN_VALUE_INT;
-      v.i = *i;
-      add(v);
-    } else if (const auto* f = std::get_if<double>(&r)) {
-      v.kind = KILN_VALUE_FLOAT;
-      v.f = *f;
-      add(v);
-    } else if (const auto* b = std::get_if<bool>(&r)) {
-      v.kind = KILN_VALUE_BOOL;
-      v.i = *b;
-      add(v);
-    } else {
-      add(v);  // None
-    }
+    if (const auto* l = std::get_if<std::vector<Tensor>>(&r))
+      for (const Tensor& x : *l) c.stack.push_back(c.to_c(x));
+    else
+      c.stack.push_back(c.to_c(r));
   }
-  return out;
+  return c.release();
 }
 
 KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
@@ -147,23 +61,23 @@ KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char
     not_null(name, "the op name");
     if (num_args + num_outputs > 0) not_null(stack, "the stack");
     std::vector<IValue> args;
-    for (uint64_t i = 0; i < num_args; ++i) args.push_back(unbox(stack[i], "a positional argument"));
+    for (uint64_t i = 0; i < num_args; ++i) args.push_back(from_c(stack[i], "a positional argument"));
     KwArgs kwargs;
     for (uint64_t i = 0; i < num_kwargs; ++i)
       kwargs.emplace_back(not_null(not_null(kw_names, "the keyword names")[i], "a keyword name"),
-                          unbox(not_null(kw_values, "the keyword values")[i], "a keyword argument"));
+                          from_c(not_null(kw_values, "the keyword values")[i], "a keyword argument"));
     std::vector<IValue> boxed;
     try {
       boxed = call_op(name, std::move(args), kwargs);
     } catch (const UnknownOpError& e) {
-      throw ShimError{KILN_ERROR_UNKNOWN_OP, e.what()};
+      throw AbiError(KILN_ERROR_UNKNOWN_OP, e.what());
     }
     const std::vector<KilnValue> results = box_results(boxed);
     if (results.size() > num_outputs) {
       for (const KilnValue& r : results)
         if (r.kind == KILN_VALUE_TENSOR) delete r.tensor;
-      throw ShimError{KILN_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' gave " + std::to_string(results.size()) +
-                                                       " results but num_outputs is " + std::to_string(num_outputs)};
+      throw AbiError(KILN_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' gave " + std::to_string(results.size()) +
+                                                      " results but num_outputs is " + std::to_string(num_outputs));
     }
     for (uint64_t i = 0; i < num_outputs; ++i) stack[i] = i < results.size() ? results[i] : KilnValue{};
   });
@@ -313,7 +227,7 @@ KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnError
                             void* context) {
   return guarded("kiln_parallel_for", [&] {
     not_null(fn, "the function");
-    if (grain < 1) throw ShimError{KILN_ERROR_INVALID_ARGUMENT, "grain must be at least 1"};
+    if (grain < 1) throw AbiError(KILN_ERROR_INVALID_ARGUMENT, "grain must be at least 1");
     std::mutex mu;
     KilnError first = KILN_OK;
     std::string message;
@@ -323,7 +237,7 @@ KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnError
       std::lock_guard<std::mutex> lock(mu);
       if (first == KILN_OK) first = e, message = last_error();  // the chunk's thread set it
     });
-    if (first != KILN_OK) throw ShimError{first, message};
+    if (first != KILN_OK) throw AbiError(first, message);
   });
 }
 
