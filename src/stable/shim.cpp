@@ -42,17 +42,17 @@ const Tensor& defined_tensor(KilnTensorHandle h) {
 }
 
 // Results flattened (a Tensor[] as its tensors) into C values whose
-// handles the caller owns. (call_op's results hold no lists or strings,
-// whose memory would go with the converter.)
+// handles the caller owns.
 std::vector<KilnValue> box_results(const std::vector<IValue>& results) {
-  CValues c;
+  CValues c(/*hand_over_handles=*/true);
+  c.stack.reserve(results.size());
   for (const IValue& r : results) {
     if (const auto* l = std::get_if<std::vector<Tensor>>(&r))
       for (const Tensor& x : *l) c.stack.push_back(c.to_c(x));
     else
       c.stack.push_back(c.to_c(r));
   }
-  return c.release();
+  return std::move(c.stack);
 }
 
 KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
@@ -61,6 +61,7 @@ KilnError call(const char* name, KilnValue* stack, uint64_t num_args, const char
     not_null(name, "the op name");
     if (num_args + num_outputs > 0) not_null(stack, "the stack");
     std::vector<IValue> args;
+    args.reserve(num_args);
     for (uint64_t i = 0; i < num_args; ++i) args.push_back(from_c(stack[i], "a positional argument"));
     KwArgs kwargs;
     for (uint64_t i = 0; i < num_kwargs; ++i)

@@ -58,16 +58,12 @@ CValues::~CValues() {
 }
 
 KilnTensorHandle CValues::handle(const Tensor& t) {
-  owned_.push_back(new_handle(t));
-  return owned_.back();
+  KilnTensorHandle h = new_handle(t);
+  if (!hand_over_) owned_.push_back(h);
+  return h;
 }
 
 bool CValues::owns(KilnTensorHandle h) const { return std::find(owned_.begin(), owned_.end(), h) != owned_.end(); }
-
-std::vector<KilnValue> CValues::release() {
-  owned_.clear();
-  return std::move(stack);
-}
 
 KilnValue CValues::to_c(const IValue& v) {
   KilnValue out{};

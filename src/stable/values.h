@@ -46,22 +46,22 @@ KilnTensorHandle new_handle(Tensor t);
 IValue from_c(const KilnValue& v, const char* where);
 
 // IValues as C values: the handles, lists and strings they point to live in
-// this object until it goes, unless release() hands the handles over.
+// this object until it goes; with hand_over_handles the handles are the
+// caller's from the start (results returned through the C ABI; those hold
+// no lists or strings, whose memory goes with this object).
 class CValues {
  public:
-  CValues() = default;
+  explicit CValues(bool hand_over_handles = false) : hand_over_(hand_over_handles) {}
   CValues(const CValues&) = delete;
   CValues& operator=(const CValues&) = delete;
   ~CValues();
   KilnValue to_c(const IValue& v);
   bool owns(KilnTensorHandle h) const;
-  // The converted values, their handles now the caller's (only for values
-  // without lists or strings, whose memory goes with this object).
-  std::vector<KilnValue> release();
   std::vector<KilnValue> stack;
 
  private:
   KilnTensorHandle handle(const Tensor& t);
+  bool hand_over_;
   std::vector<KilnTensorHandle> owned_;
   std::vector<std::unique_ptr<Shape>> lists_;
   std::vector<std::unique_ptr<std::vector<KilnTensorHandle>>> tensor_lists_;
