@@ -214,6 +214,11 @@ std::vector<Tensor> extension_backward(const autograd::BackwardContext& ctx) {
   return call_backward(op.backward, ctx.grads, arguments_of(op, ctx.inputs, ctx.attrs));
 }
 
+// Every extension op differentiates through the same trampoline (it finds
+// the op's own backward from the node's attributes), so one definition
+// serves all; the dispatcher keeps a pointer to it.
+const autograd::BackwardDef kExtensionBackward{extension_backward, autograd::kSaveInputs};
+
 // The front end of an op with a shape function: tensors as the inputs, the
 // rest as attributes, through dispatch (modes, autograd, the tracer).
 std::vector<IValue> dispatch_extension_op(const ExtensionOp& op, std::vector<IValue>& args) {
@@ -356,7 +361,7 @@ KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction
     // the op's index (extension_op).
     op->op_def = &register_op(OpDef{op->name, op->schema_text, OpKind::Compute, extension_shape});
     register_kernel(op->name, DeviceType::CPU, extension_kernel);
-    if (!op->backward.empty()) set_backward(op->name, new autograd::BackwardDef{extension_backward, autograd::kSaveInputs});
+    if (!op->backward.empty()) set_backward(op->name, &kExtensionBackward);
   });
 }
 
@@ -368,7 +373,7 @@ KilnError kiln_library_backward(const char* ns, const char* name, const char* ba
     ExtensionOp& op = defined_op(r, ns, name, "kiln_library_backward");
     op.backward = std::string(ns) + "::" + backward_name;
     if (op.op_def)  // already in the dispatcher (kiln_library_shape came first)
-      set_backward(op.name, new autograd::BackwardDef{extension_backward, autograd::kSaveInputs});
+      set_backward(op.name, &kExtensionBackward);
   });
 }
 
