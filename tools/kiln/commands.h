@@ -10,4 +10,5 @@ void add_info(CLI::App& app, bool execute = true);
 void add_demo(CLI::App& app, bool execute = true);
 void add_train(CLI::App& app, bool execute = true);
 void add_generate(CLI::App& app, bool execute = true);
+void add_run(CLI::App& app, bool execute = true);
 }  // namespace kiln::cli

@@ -1,0 +1,58 @@
+// One rank of a two-rank job in which rank 1 dies by SIGKILL: at set-up
+// (MODE setup), or at a random moment while both ranks run the collective
+// MODE names in a loop (one_shot, two_shot, barrier, signal), so in the
+// middle of one. Rank 0 must get a DistributedError naming rank 1 and the
+// operation within the timeout (KILN_DIST_TIMEOUT_MS), never hang. Rank 0
+// ignores the launcher's SIGTERM so it can report; it exits 0 when the
+// error was right.
+#include <signal.h>
+
+#include <chrono>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "kiln/distributed.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using namespace kiln::distributed;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const JobEnv env = job_env();
+  if (env.rank == 0) ::signal(SIGTERM, SIG_IGN);
+  if (env.rank == 1 && mode == "setup") ::raise(SIGKILL);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    Tensor x = symm_mem::empty({1 << 16});
+    auto h = symm_mem::rendezvous(x);
+    if (env.rank == 1) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::microseconds(std::random_device()() % 50000));
+        ::raise(SIGKILL);
+      }).detach();
+    }
+    if (mode != "setup") start = std::chrono::steady_clock::now();
+    for (int64_t i = 0;; ++i) {
+      x.fill_(1.0);
+      if (mode == "one_shot") symm_mem::one_shot_all_reduce(x);
+      else if (mode == "two_shot") symm_mem::two_shot_all_reduce_(x);
+      else if (mode == "barrier") h->barrier();
+      else if (mode == "signal") {
+        h->put_signal(1 - env.rank, 2);
+        h->wait_signal(1 - env.rank, 2);
+      } else {
+        std::cerr << "unknown mode '" << mode << "'\n";
+        return 2;
+      }
+    }
+  } catch (const DistributedError& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string m = e.what();
+    const std::string op = mode == "setup" ? "distributed.init" : mode == "signal" ? "_signal" : mode;
+    std::cout << "rank 0 after " << s << " s: " << m << "\n";
+    return m.find("rank 1") != std::string::npos && m.find(op) != std::string::npos ? 0 : 1;
+  }
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A two-rank job per stage, rank 1 killed with SIGKILL there: the launcher
+# must exit non-zero naming rank 1 and the signal, rank 0 must have got a
+# DistributedError naming rank 1 and the operation within the timeout (the
+# fault program checks the message and exits 0), and /dev/shm must hold
+# nothing of the job afterwards.
+set -uo pipefail
+kiln=$1
+fault=$2
+export KILN_DIST_TIMEOUT_MS=5000
+fail=0
+before=$(ls /dev/shm | grep '^kiln-' | sort)
+for mode in setup one_shot two_shot barrier signal; do
+  start=$(date +%s%N)
+  out=$("$kiln" run --nproc 2 --grace 20 "$fault" "$mode" 2>&1)
+  status=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  echo "--- $mode ($ms ms): launcher status $status"
+  echo "$out"
+  if [[ $status -eq 0 ]]; then echo "FAIL $mode: the launcher exited 0"; fail=1; fi
+  if ! grep -q "rank 1 was killed by signal 9 (SIGKILL)" <<<"$out"; then echo "FAIL $mode: the launcher did not name rank 1's signal"; fail=1; fi
+  if ! grep -q "^rank 0 after .*rank 1" <<<"$out"; then echo "FAIL $mode: rank 0 did not report an error naming rank 1"; fail=1; fi
+  if grep -q "rank 0 exited with status\|rank 0 was killed" <<<"$out"; then echo "FAIL $mode: rank 0 did not exit cleanly"; fail=1; fi
+  # Well inside the 20 s grace: rank 0 answered by itself, not by SIGKILL.
+  if (( ms > 15000 )); then echo "FAIL $mode: took $ms ms"; fail=1; fi
+done
+after=$(ls /dev/shm | grep '^kiln-' | sort)
+if [[ "$before" != "$after" ]]; then echo "FAIL: /dev/shm gained: $(comm -13 <(echo "$before") <(echo "$after"))"; fail=1; fi
+exit $fail

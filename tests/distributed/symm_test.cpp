@@ -1,0 +1,261 @@
+// Symmetric memory and its collectives, run by ctest under
+// `kiln run --nproc N` (N = 2 and 4): every rank runs every test, in the
+// same order. Each rank's data comes from a seed of its rank, so every rank
+// can rebuild all ranks' inputs and reduce them itself in float64: the
+// reference each collective is compared with.
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+
+#include "kiln/distributed.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using namespace kiln::distributed;
+
+namespace {
+
+int world() { return job_env().world_size; }
+int me() { return job_env().rank; }
+
+// Rank r's input: random values (a few special ones for floats).
+Tensor input_of(int r, int64_t n, DType dtype, uint64_t salt) {
+  manual_seed(1000 * salt + r);
+  if (dtype == kInt64) return randint(-1000, 1000, {n});
+  Tensor x = randn({n});
+  if (n > 8 && salt % 3 == 0) {  // special values at rank-dependent places
+    float* p = x.data_ptr<float>();
+    p[r % n] = 0.0f;
+    p[(3 + r) % n] = -0.0f;
+    p[(5 + 2 * r) % n] = 1e30f;
+  }
+  return x.to(dtype);
+}
+
+Tensor reference(int64_t n, DType dtype, uint64_t salt, const std::string& op) {
+  Tensor acc;
+  for (int r = 0; r < world(); ++r) {
+    Tensor x = input_of(r, n, dtype, salt).to(kFloat64);
+    if (!acc.defined()) acc = x;
+    else if (op == "sum" || op == "avg") acc = acc + x;
+    else if (op == "max") acc = maximum(acc, x);
+    else acc = minimum(acc, x);
+  }
+  if (op == "avg") acc = acc / static_cast<double>(world());
+  return acc;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, DType dtype, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const Tensor g = got.to(kFloat64), w = want.to(dtype).to(kFloat64);  // the reference rounded once
+  const double tol = dtype == kFloat32 ? 1e-6 : dtype == kInt64 ? 0 : 1e-2;
+  const double* gp = g.data_ptr<double>();
+  const double* wp = w.data_ptr<double>();
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    if (std::isnan(wp[i]) || std::isinf(wp[i])) {
+      ASSERT_TRUE(std::isnan(wp[i]) ? std::isnan(gp[i]) : gp[i] == wp[i]) << what << " element " << i;
+      continue;
+    }
+    ASSERT_NEAR(gp[i], wp[i], tol * (1 + std::fabs(wp[i]))) << what << " element " << i;
+  }
+}
+
+// Every rank got the same bits as rank 0 (through a symmetric buffer).
+void expect_same_on_every_rank(const Tensor& result, const std::string& what) {
+  Tensor mine = symm_mem::empty(result.sizes(), result.dtype());
+  mine.copy_(result);
+  auto h = symm_mem::rendezvous(mine);
+  h->barrier();
+  Tensor zero = empty(result.sizes(), result.dtype());
+  h->get(zero, 0);
+  h->barrier();
+  const size_t bytes = static_cast<size_t>(result.numel()) * element_size(result.dtype());
+  EXPECT_EQ(std::memcmp(zero.raw_data(), result.raw_data(), bytes), 0) << what << ": rank " << me() << " differs from rank 0";
+}
+
+const DType kDTypes[] = {kFloat32, kFloat16, kBFloat16, kInt64};
+const int64_t kSizes[] = {1, 7, 1000, 100003};
+
+}  // namespace
+
+TEST(SymmetricMemory, TheLauncherGaveEveryRankItsPlace) {
+  const JobEnv e = job_env();
+  EXPECT_GE(e.world_size, 2);
+  EXPECT_LT(e.rank, e.world_size);
+  EXPECT_EQ(e.local_world_size, e.world_size);
+  EXPECT_FALSE(e.secret.empty());
+}
+
+TEST(SymmetricMemory, OneShotAllReduceMatchesAFloat64Reference) {
+  uint64_t salt = 0;
+  for (DType dtype : kDTypes)
+    for (const char* op : {"sum", "avg", "max", "min"}) {
+      if (dtype == kInt64 && std::string(op) == "avg") continue;
+      for (int64_t n : kSizes) {
+        ++salt;
+        Tensor x = symm_mem::empty({n}, dtype);
+        x.copy_(input_of(me(), n, dtype, salt));
+        const Tensor before = x.clone();
+        Tensor y = symm_mem::one_shot_all_reduce(x, op);
+        const std::string what = std::string(op) + " " + dtype_name(dtype) + " n=" + std::to_string(n);
+        expect_close(y, reference(n, dtype, salt, op), dtype, what);
+        EXPECT_EQ(std::memcmp(x.raw_data(), before.raw_data(), n * element_size(dtype)), 0) << what << ": the input changed";
+        expect_same_on_every_rank(y, what);
+      }
+    }
+}
+
+TEST(SymmetricMemory, TwoShotAllReduceMatchesAFloat64Reference) {
+  uint64_t salt = 100;
+  for (DType dtype : kDTypes)
+    for (const char* op : {"sum", "avg", "max", "min"}) {
+      if (dtype == kInt64 && std::string(op) == "avg") continue;
+      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{100003}}) {  // fewer elements than ranks too
+        ++salt;
+        Tensor x = symm_mem::empty({n}, dtype);
+        x.copy_(input_of(me(), n, dtype, salt));
+        Tensor& y = symm_mem::two_shot_all_reduce_(x, op);
+        EXPECT_EQ(&y, &x);
+        const std::string what = std::string(op) + " " + dtype_name(dtype) + " n=" + std::to_string(n);
+        expect_close(x, reference(n, dtype, salt, op), dtype, what);
+        expect_same_on_every_rank(x, what);
+      }
+    }
+}
+
+TEST(SymmetricMemory, AViewInsideABufferReducesItsOwnElements) {
+  Tensor buf = symm_mem::empty({4, 50});
+  buf.copy_(input_of(me(), 200, kFloat32, 7).view({4, 50}));
+  Tensor row = buf.select(0, 2);
+  Tensor y = symm_mem::one_shot_all_reduce(row, "sum");
+  Tensor want = reference(200, kFloat32, 7, "sum").view({4, 50}).select(0, 2);
+  expect_close(y, want, kFloat32, "row 2 of a buffer");
+}
+
+TEST(SymmetricMemory, NaNWinsMaxAndMinAndInfinitiesAdd) {
+  Tensor x = symm_mem::empty({3});
+  const float nan = NAN, inf = INFINITY;
+  x.copy_(tensor({me() == 0 ? nan : 1.0f, inf, 2.0f}));
+  Tensor mx = symm_mem::one_shot_all_reduce(x, "max"), mn = symm_mem::one_shot_all_reduce(x, "min");
+  Tensor s = symm_mem::one_shot_all_reduce(x, "sum");
+  EXPECT_TRUE(std::isnan(mx.data_ptr<float>()[0]));
+  EXPECT_TRUE(std::isnan(mn.data_ptr<float>()[0]));
+  EXPECT_EQ(s.data_ptr<float>()[1], inf);
+  EXPECT_EQ(s.data_ptr<float>()[2], 2.0f * world());
+}
+
+TEST(SymmetricMemory, BadInputIsRefusedWithTheOpInTheMessage) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  Tensor plain = randn({8});
+  expect_error([&] { symm_mem::one_shot_all_reduce(plain); }, "not in the symmetric heap");
+  Tensor m = symm_mem::empty({4, 4});
+  Tensor t = m.transpose(0, 1);
+  expect_error([&] { symm_mem::two_shot_all_reduce_(t); }, "contiguous");
+  Tensor d = symm_mem::empty({4}, kFloat64);
+  expect_error([&] { symm_mem::one_shot_all_reduce(d); }, "float64");
+  Tensor i = symm_mem::empty({4}, kInt64);
+  expect_error([&] { symm_mem::one_shot_all_reduce(i, "avg"); }, "floating");
+  expect_error([&] { symm_mem::one_shot_all_reduce(m, "prod"); }, "unknown reduce op 'prod'");
+  auto h = symm_mem::rendezvous(m);
+  EXPECT_EQ(h->buffer_size(), 64u);
+  expect_error([&] { h->get_buffer(0, {5, 4}, kFloat32); }, "the buffer has 64");
+  expect_error([&] { h->get_buffer(0, {4}, kFloat32, 13); }, "from element 13");
+  expect_error([&] { h->get_buffer(world(), {4}, kFloat32); }, "is not in the world");
+  Tensor big = zeros({20});
+  expect_error([&] { h->put(big, 0); }, "do not fit");
+  expect_error([&] { h->put_signal(0, symm_mem::kNumChannels); }, "channel");
+  h->barrier();
+}
+
+TEST(SymmetricMemory, BuffersAllocatedInDifferentOrdersAreCaughtAtRendezvous) {
+  Tensor a = symm_mem::empty({me() == 0 ? 16 : 32});
+  try {
+    symm_mem::rendezvous(a);
+    ADD_FAILURE() << "rendezvous accepted buffers of different sizes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same order with the same sizes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SymmetricMemory, GetBufferAliasesThePeersMemory) {
+  Tensor x = symm_mem::empty({10});
+  x.fill_(static_cast<double>(me() + 1));
+  auto h = symm_mem::rendezvous(x);
+  h->barrier();
+  const int peer = (me() + 1) % world();
+  Tensor p = h->get_buffer(peer, {2, 5}, kFloat32);
+  EXPECT_EQ(p.data_ptr<float>()[7], static_cast<float>(peer + 1));
+  h->barrier();
+  // A one-sided put into the next rank, then a signal: it sees the values.
+  h->put(full({3}, 100.0 + me()), peer, 4 * sizeof(float));
+  h->put_signal(peer, 3);
+  const int from = (me() - 1 + world()) % world();
+  h->wait_signal(from, 3);
+  EXPECT_EQ(x.data_ptr<float>()[4], static_cast<float>(100 + from));
+  EXPECT_EQ(x.data_ptr<float>()[6], static_cast<float>(100 + from));
+  EXPECT_EQ(x.data_ptr<float>()[7], static_cast<float>(me() + 1));
+  h->barrier();
+  EXPECT_EQ(h->buffer_ptrs().size(), static_cast<size_t>(world()));
+  EXPECT_EQ(h->signal_pad_ptrs().size(), static_cast<size_t>(world()));
+}
+
+// Ranks pair up (0-1, 2-3): the sender puts a counter and signals, the
+// receiver checks it and acknowledges. A lost or duplicated signal shows as
+// a counter out of sequence (or a wait that times out).
+TEST(SymmetricMemory, SignalsAreNeitherLostNorDuplicatedUnderStress) {
+  Tensor x = symm_mem::empty({1}, kInt64);
+  auto h = symm_mem::rendezvous(x);
+  h->barrier();
+  const int partner = me() ^ 1;
+  const int64_t rounds = world() == 2 ? 1000000 : 100000;  // 4 ranks share 2 cores here
+  if (partner < world()) {
+    int64_t* mine = x.data_ptr<int64_t>();
+    auto* theirs = static_cast<int64_t*>(h->buffer_ptrs()[partner]);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < rounds; ++i) {
+      if (me() % 2 == 0) {
+        *theirs = i;
+        h->put_signal(partner, 4);
+        h->wait_signal(partner, 5);
+      } else {
+        h->wait_signal(partner, 4);
+        bad += *mine != i;
+        h->put_signal(partner, 5);
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+  h->barrier();
+}
+
+TEST(SymmetricMemory, AMissingSignalTimesOutNamingThePeer) {
+  Tensor x = symm_mem::empty({1});
+  auto h = symm_mem::rendezvous(x);
+  const int peer = (me() + 1) % world();
+  try {
+    h->wait_signal(peer, 6, 100);
+    ADD_FAILURE() << "a signal nobody sent arrived";
+  } catch (const DistributedError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rank " + std::to_string(peer) + " did not answer"), std::string::npos) << m;
+    EXPECT_NE(m.find("100 ms"), std::string::npos) << m;
+  }
+  h->barrier();
+}
+
+TEST(SymmetricMemory, NoSegmentNameOutlivesTheSetUp) {
+  symm_mem::empty({1});  // the world is set up
+  const std::string name = "/kiln-" + job_env().secret + "-" + std::to_string(me());
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  EXPECT_LT(fd, 0) << name << " is still in /dev/shm: another process of this user could map it";
+}
