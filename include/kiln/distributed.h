@@ -86,10 +86,64 @@ Tensor one_shot_all_reduce(const Tensor& input, const std::string& reduce_op = "
 // every rank moves 2 (W-1)/W of the data (bandwidth-optimal).
 Tensor& two_shot_all_reduce_(Tensor& input, const std::string& reduce_op = "sum");
 
-// Channels the collectives use for their own barriers; user barriers and
-// signals on them while a collective runs would consume its signals.
-inline constexpr int kCollectiveChannels = 2;
+// Channels kiln's collectives and point-to-point use for their own
+// signals (0 to 3); user barriers and signals on them while those run would
+// consume their signals.
+inline constexpr int kCollectiveChannels = 4;
 inline constexpr int kNumChannels = 16;
 
 }  // namespace symm_mem
+
+// torch.distributed's process group on one machine, served by symmetric
+// memory ("symm"): each rank stages its tensors in a scratch buffer of its
+// symmetric heap that every peer reads. Tensors may be any CPU tensors
+// (non-contiguous ones are copied); every rank must call every collective
+// in the same order. timeout_ms <= 0: the default timeout.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // In place: t becomes the reduction of every rank's t. Below
+  // one_shot_max_bytes() each rank reduces everything itself (one round);
+  // above, each reduces a 1/W slice and gathers the others (two rounds,
+  // 2 (W-1)/W of the data moved per rank).
+  virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum, int64_t timeout_ms = 0) = 0;
+  // out = the concatenation along dim 0 of every rank's input (out has W
+  // times input's rows).
+  virtual void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms = 0) = 0;
+  // out = this rank's slice (rows [rank*n, (rank+1)*n)) of the reduction of
+  // every rank's input (input has W times out's rows).
+  virtual void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op = ReduceOp::Sum,
+                              int64_t timeout_ms = 0) = 0;
+  virtual void broadcast(Tensor& t, int src, int64_t timeout_ms = 0) = 0;
+  virtual void barrier(int64_t timeout_ms = 0) = 0;
+  // Rows of input go to the ranks in order, input_splits[r] of them to rank
+  // r; out receives output_splits[r] rows from rank r, in rank order (as
+  // all_to_all_single). Each rank's input_splits[me] must equal my
+  // output_splits[its rank].
+  virtual void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                            const std::vector<int64_t>& input_splits, int64_t timeout_ms = 0) = 0;
+  // Blocking point-to-point: send returns when dst has the data.
+  virtual void send(const Tensor& t, int dst, int64_t timeout_ms = 0) = 0;
+  virtual void recv(Tensor& t, int src, int64_t timeout_ms = 0) = 0;
+
+  // The all_reduce size (bytes) up to which one-shot is used; measured on
+  // this machine (BENCHMARKS.md), settable (KILN_SYMM_ONE_SHOT_MAX_BYTES).
+  virtual size_t one_shot_max_bytes() const = 0;
+  virtual void set_one_shot_max_bytes(size_t bytes) = 0;
+};
+
+// The default group, as torch.distributed.init_process_group: backend
+// "symm" (or "auto", the same on one machine). Collective: every rank calls
+// it. Calling it twice is an error; destroy_process_group() ends it.
+ProcessGroup& init_process_group(const std::string& backend = "auto");
+bool is_initialized();
+ProcessGroup& default_group();  // an error before init_process_group
+void destroy_process_group();
+int get_rank();
+int get_world_size();
+
 }  // namespace kiln::distributed

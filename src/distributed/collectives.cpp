@@ -18,10 +18,6 @@ ReduceOp reduce_op_from_name(const std::string& name) {
   fail("distributed", "unknown reduce op '", name, "' (expected sum, avg, max or min)");
 }
 
-namespace symm_mem {
-
-using detail::World;
-
 namespace {
 
 template <class T> struct AccumulatorOf { using type = float; };
@@ -61,7 +57,16 @@ void reduce_range(ReduceOp op, const std::vector<const T*>& src, T* dst, int64_t
   }
 }
 
-// Reduces [lo, hi) of the flat buffers at `bytes_in` of every rank into dst.
+}  // namespace
+
+namespace detail {
+
+void check_reduction(DType dtype, ReduceOp op, const char* name) {
+  check(dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16 || dtype == kInt64, name,
+        "expects float32, float16, bfloat16 or int64, got ", dtype_name(dtype));
+  check(!(op == ReduceOp::Avg && dtype == kInt64), name, "'avg' needs a floating dtype, got int64");
+}
+
 void reduce(DType dtype, ReduceOp op, const std::vector<const uint8_t*>& bases, void* dst, int64_t lo, int64_t hi) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
@@ -78,13 +83,19 @@ void reduce(DType dtype, ReduceOp op, const std::vector<const uint8_t*>& bases, 
   }
 }
 
+}  // namespace detail
+
+namespace symm_mem {
+
+using detail::World;
+
+namespace {
+
 // The checks every all-reduce makes; the buffers of t on every rank.
 std::vector<const uint8_t*> peer_buffers(World& w, const Tensor& t, ReduceOp op, const char* name) {
-  check(t.dtype() == kFloat32 || t.dtype() == kFloat16 || t.dtype() == kBFloat16 || t.dtype() == kInt64, name,
-        "expects float32, float16, bfloat16 or int64, got ", dtype_name(t.dtype()));
+  detail::check_reduction(t.dtype(), op, name);
   check(t.is_contiguous(), name, "expects a contiguous tensor (got sizes ", shape_str(t.sizes()), ", strides ",
         shape_str(t.strides()), ")");
-  check(!(op == ReduceOp::Avg && t.dtype() == kInt64), name, "'avg' needs a floating dtype, got int64");
   const World::Block b = detail::block_of(w, t, name);
   rendezvous(t);  // checks every rank offers the same buffer (once per buffer)
   const size_t within = static_cast<size_t>(static_cast<const uint8_t*>(t.raw_data()) - w.heap(w.rank())) - b.offset;
@@ -102,7 +113,7 @@ Tensor one_shot_all_reduce(const Tensor& input, const std::string& reduce_op) {
   const auto bases = peer_buffers(w, input, op, name);
   Tensor out = kiln::empty(input.sizes(), input.dtype());
   w.barrier(0, 0, name);  // every rank's input is written
-  reduce(input.dtype(), op, bases, out.raw_data(), 0, input.numel());
+  detail::reduce(input.dtype(), op, bases, out.raw_data(), 0, input.numel());
   w.barrier(1, 0, name);  // every rank has read every input
   return out;
 }
@@ -120,7 +131,7 @@ Tensor& two_shot_all_reduce_(Tensor& input, const std::string& reduce_op) {
   w.barrier(0, 0, name);  // every rank's input is written
   // Reduce-scatter: this rank owns chunk `me` and reduces it in place.
   uint8_t* mine = const_cast<uint8_t*>(bases[me]);
-  reduce(input.dtype(), op, bases, mine, lo(me), hi(me));
+  detail::reduce(input.dtype(), op, bases, mine, lo(me), hi(me));
   w.barrier(1, 0, name);  // every chunk is reduced
   // All-gather: copy the other chunks from their owners.
   parallel_for(0, W, 1, [&](int64_t a, int64_t b) {

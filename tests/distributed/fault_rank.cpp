@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
       else if (mode == "two_shot") symm_mem::two_shot_all_reduce_(x);
       else if (mode == "barrier") h->barrier();
       else if (mode == "signal") {
-        h->put_signal(1 - env.rank, 2);
-        h->wait_signal(1 - env.rank, 2);
+        h->put_signal(1 - env.rank, 5);
+        h->wait_signal(1 - env.rank, 5);
       } else {
         std::cerr << "unknown mode '" << mode << "'\n";
         return 2;

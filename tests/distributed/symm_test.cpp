@@ -198,9 +198,9 @@ TEST(SymmetricMemory, GetBufferAliasesThePeersMemory) {
   h->barrier();
   // A one-sided put into the next rank, then a signal: it sees the values.
   h->put(full({3}, 100.0 + me()), peer, 4 * sizeof(float));
-  h->put_signal(peer, 3);
+  h->put_signal(peer, 7);
   const int from = (me() - 1 + world()) % world();
-  h->wait_signal(from, 3);
+  h->wait_signal(from, 7);
   EXPECT_EQ(x.data_ptr<float>()[4], static_cast<float>(100 + from));
   EXPECT_EQ(x.data_ptr<float>()[6], static_cast<float>(100 + from));
   EXPECT_EQ(x.data_ptr<float>()[7], static_cast<float>(me() + 1));
@@ -225,12 +225,12 @@ TEST(SymmetricMemory, SignalsAreNeitherLostNorDuplicatedUnderStress) {
     for (int64_t i = 0; i < rounds; ++i) {
       if (me() % 2 == 0) {
         *theirs = i;
-        h->put_signal(partner, 4);
-        h->wait_signal(partner, 5);
+        h->put_signal(partner, 8);
+        h->wait_signal(partner, 9);
       } else {
-        h->wait_signal(partner, 4);
+        h->wait_signal(partner, 8);
         bad += *mine != i;
-        h->put_signal(partner, 5);
+        h->put_signal(partner, 9);
       }
     }
     EXPECT_EQ(bad, 0);
@@ -243,7 +243,7 @@ TEST(SymmetricMemory, AMissingSignalTimesOutNamingThePeer) {
   auto h = symm_mem::rendezvous(x);
   const int peer = (me() + 1) % world();
   try {
-    h->wait_signal(peer, 6, 100);
+    h->wait_signal(peer, 10, 100);
     ADD_FAILURE() << "a signal nobody sent arrived";
   } catch (const DistributedError& e) {
     const std::string m = e.what();

@@ -1,0 +1,307 @@
+// The "symm" process group: torch.distributed's collectives on one machine
+// over symmetric memory. Each rank copies its input into a scratch block of
+// its symmetric heap (the same offset on every rank), the ranks meet at a
+// barrier, and each reads what it needs straight from its peers' scratch
+// blocks: one copy in, one read across. Tensors larger than the scratch
+// go through it in pieces where the collective allows (all_reduce,
+// broadcast, send/recv).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "distributed/symmetric_memory.h"
+#include "kiln/runtime.h"
+
+namespace kiln::distributed {
+
+using detail::World;
+using kiln::detail::concat;
+
+namespace {
+
+// Channels: 0 and 1 for the collectives' barriers, 2 and 3 for
+// point-to-point (data ready, data taken).
+constexpr int kDataReady = 2, kDataTaken = 3;
+// The first bytes of the scratch block hold this rank's all_to_all_v splits.
+constexpr size_t kSplitsBytes = 8192;
+
+size_t env_bytes(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const unsigned long long x = std::strtoull(v, &end, 10);
+  check(*end == 0, "distributed", name, "='", v, "' is not a byte count");
+  return static_cast<size_t>(x);
+}
+
+// What a collective works on: t itself when contiguous, else a contiguous
+// copy that finish() writes back.
+struct Contiguous {
+  Tensor& t;
+  Tensor work;
+  explicit Contiguous(Tensor& t) : t(t), work(t.is_contiguous() ? t : t.contiguous()) {}
+  uint8_t* bytes() { return static_cast<uint8_t*>(work.raw_data()); }
+  void finish() {
+    if (!work.is_same(t)) t.copy_(work);
+  }
+};
+
+int64_t rows(const Tensor& t) { return t.dim() == 0 ? 1 : t.size(0); }
+Shape row_shape(const Tensor& t) { return t.dim() == 0 ? Shape{} : Shape(t.sizes().begin() + 1, t.sizes().end()); }
+
+class SymmGroup final : public ProcessGroup {
+ public:
+  SymmGroup() : w_(World::get()) {
+    scratch_ = w_.allocate(env_bytes("KILN_SYMM_SCRATCH_MB", 256) << 20);
+    one_shot_max_ = env_bytes("KILN_SYMM_ONE_SHOT_MAX_BYTES", kDefaultOneShotMax);
+    w_.barrier(0, 0, "distributed.init_process_group");
+  }
+  ~SymmGroup() override { w_.release(scratch_.offset); }
+
+  int rank() const override { return w_.rank(); }
+  int size() const override { return w_.world_size(); }
+  std::string backend() const override { return "symm"; }
+  size_t one_shot_max_bytes() const override { return one_shot_max_; }
+  void set_one_shot_max_bytes(size_t bytes) override { one_shot_max_ = bytes; }
+
+  void all_reduce(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
+    const char* name = "distributed.all_reduce";
+    check_cpu(t, name);
+    detail::check_reduction(t.dtype(), op, name);
+    Contiguous c(t);
+    const size_t elem = element_size(t.dtype());
+    const int64_t n = t.numel(), piece = static_cast<int64_t>(capacity() / elem);
+    const int W = size(), me = rank();
+    for (int64_t start = 0; start < n; start += piece) {
+      const int64_t count = std::min(piece, n - start);
+      uint8_t* data = c.bytes() + start * elem;
+      std::memcpy(scratch(me), data, count * elem);
+      w_.barrier(0, timeout_ms, name);  // every rank's piece is staged
+      if (static_cast<size_t>(count) * elem <= one_shot_max_) {
+        detail::reduce(t.dtype(), op, scratches(0), data, 0, count);
+        w_.barrier(1, timeout_ms, name);  // every rank has read every piece
+        continue;
+      }
+      // Two-shot: reduce this rank's slice in its scratch, then gather.
+      const int64_t slice = (count + W - 1) / W;
+      auto lo = [&](int r) { return std::min<int64_t>(count, r * slice); };
+      auto hi = [&](int r) { return std::min<int64_t>(count, (r + 1) * slice); };
+      detail::reduce(t.dtype(), op, scratches(0), scratch(me), lo(me), hi(me));
+      w_.barrier(1, timeout_ms, name);  // every slice is reduced
+      parallel_for(0, W, 1, [&](int64_t a, int64_t b) {
+        for (int64_t r = a; r < b; ++r)
+          std::memcpy(data + lo(r) * elem, scratch(r) + lo(r) * elem, (hi(r) - lo(r)) * elem);
+      });
+      w_.barrier(0, timeout_ms, name);  // every rank has gathered
+    }
+    c.finish();
+  }
+
+  void broadcast(Tensor& t, int src, int64_t timeout_ms) override {
+    const char* name = "distributed.broadcast";
+    check_cpu(t, name);
+    check_rank(src, name);
+    Contiguous c(t);
+    const size_t total = static_cast<size_t>(t.numel()) * element_size(t.dtype());
+    for (size_t start = 0; start < total; start += capacity()) {
+      const size_t bytes = std::min(capacity(), total - start);
+      if (rank() == src) std::memcpy(scratch(src), c.bytes() + start, bytes);
+      w_.barrier(0, timeout_ms, name);
+      if (rank() != src) std::memcpy(c.bytes() + start, scratch(src), bytes);
+      w_.barrier(1, timeout_ms, name);
+    }
+    c.finish();
+  }
+
+  void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
+    const char* name = "distributed.all_gather";
+    check_cpu(out, name);
+    check_cpu(input, name);
+    check_rows(out, input, rows(input) * size(), name, "W times the input's");
+    const Tensor in = input.contiguous();
+    const size_t bytes = staged_bytes(in, name);
+    Contiguous c(out);
+    std::memcpy(scratch(rank()), in.raw_data(), bytes);
+    w_.barrier(0, timeout_ms, name);
+    for (int r = 0; r < size(); ++r) std::memcpy(c.bytes() + r * bytes, scratch(r), bytes);
+    w_.barrier(1, timeout_ms, name);
+    c.finish();
+  }
+
+  void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
+    const char* name = "distributed.reduce_scatter";
+    check_cpu(out, name);
+    check_cpu(input, name);
+    detail::check_reduction(input.dtype(), op, name);
+    check_rows(input, out, rows(out) * size(), name, "W times the output's");
+    const Tensor in = input.contiguous();
+    const size_t bytes = staged_bytes(in, name);
+    Contiguous c(out);
+    std::memcpy(scratch(rank()), in.raw_data(), bytes);
+    w_.barrier(0, timeout_ms, name);
+    detail::reduce(out.dtype(), op, scratches(bytes / size() * rank()), c.bytes(), 0, out.numel());
+    w_.barrier(1, timeout_ms, name);
+    c.finish();
+  }
+
+  void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                    const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
+    const char* name = "distributed.all_to_all_v";
+    const int W = size(), me = rank();
+    check_cpu(out, name);
+    check_cpu(input, name);
+    check(input.dim() >= 1 && out.dim() >= 1 && input.dtype() == out.dtype() && row_shape(input) == row_shape(out),
+          name, "input ", shape_str(input.sizes()), " ", dtype_name(input.dtype()), " and output ",
+          shape_str(out.sizes()), " ", dtype_name(out.dtype()), " must have the same dtype and rows of one shape");
+    auto check_splits = [&](const std::vector<int64_t>& s, const Tensor& t, const char* which) {
+      int64_t sum = 0;
+      for (int64_t x : s) {
+        check(x >= 0, name, which, " splits must not be negative");
+        sum += x;
+      }
+      check(static_cast<int>(s.size()) == W && sum == rows(t), name, which, " splits must be ", W,
+            " counts summing to its ", rows(t), " rows");
+    };
+    check_splits(input_splits, input, "input");
+    check_splits(output_splits, out, "output");
+    const Tensor in = input.contiguous();
+    const size_t bytes = staged_bytes(in, name);
+    const size_t row_bytes = static_cast<size_t>(shape_numel(row_shape(in))) * element_size(in.dtype());
+    Contiguous c(out);
+    std::memcpy(splits(me), input_splits.data(), W * sizeof(int64_t));
+    std::memcpy(scratch(me), in.raw_data(), bytes);
+    w_.barrier(0, timeout_ms, name);
+    std::string mismatch;
+    size_t out_row = 0;
+    for (int p = 0; p < W; ++p) {
+      const int64_t* theirs = splits(p);
+      if (theirs[me] != output_splits[p]) {
+        if (mismatch.empty())
+          mismatch = concat("rank ", p, " sends ", theirs[me], " rows to rank ", me, ", which expects ",
+                            output_splits[p], " (output_splits[", p, "])");
+        out_row += output_splits[p];
+        continue;
+      }
+      int64_t first = 0;
+      for (int k = 0; k < me; ++k) first += theirs[k];
+      std::memcpy(c.bytes() + out_row * row_bytes, scratch(p) + first * row_bytes, theirs[me] * row_bytes);
+      out_row += theirs[me];
+    }
+    w_.barrier(1, timeout_ms, name);  // the peers finish too, so none hangs on an error here
+    if (!mismatch.empty()) fail(name, mismatch);
+    c.finish();
+  }
+
+  void send(const Tensor& t, int dst, int64_t timeout_ms) override {
+    const char* name = "distributed.send";
+    check_cpu(t, name);
+    check_rank(dst, name);
+    check(dst != rank(), name, "rank ", rank(), " cannot send to itself");
+    const Tensor in = t.contiguous();
+    const size_t total = static_cast<size_t>(in.numel()) * element_size(in.dtype());
+    const auto* data = static_cast<const uint8_t*>(in.raw_data());
+    size_t start = 0;
+    do {  // one round even for an empty tensor, so recv returns too
+      const size_t bytes = std::min(capacity(), total - start);
+      std::memcpy(scratch(rank()), data + start, bytes);
+      w_.put_signal(dst, kDataReady, timeout_ms, name);
+      w_.wait_signal(dst, kDataTaken, timeout_ms, name);
+      start += bytes;
+    } while (start < total);
+  }
+
+  void recv(Tensor& t, int src, int64_t timeout_ms) override {
+    const char* name = "distributed.recv";
+    check_cpu(t, name);
+    check_rank(src, name);
+    check(src != rank(), name, "rank ", rank(), " cannot receive from itself");
+    Contiguous c(t);
+    const size_t total = static_cast<size_t>(t.numel()) * element_size(t.dtype());
+    size_t start = 0;
+    do {
+      const size_t bytes = std::min(capacity(), total - start);
+      w_.wait_signal(src, kDataReady, timeout_ms, name);
+      std::memcpy(c.bytes() + start, scratch(src), bytes);
+      w_.put_signal(src, kDataTaken, timeout_ms, name);
+      start += bytes;
+    } while (start < total);
+    c.finish();
+  }
+
+  void barrier(int64_t timeout_ms) override { w_.barrier(0, timeout_ms, "distributed.barrier"); }
+
+ private:
+  // Measured with kiln-bench-collectives on this machine (BENCHMARKS.md).
+  static constexpr size_t kDefaultOneShotMax = 256 << 10;
+
+  uint8_t* scratch(int r) const { return w_.heap(r) + scratch_.offset + kSplitsBytes; }
+  int64_t* splits(int r) const { return reinterpret_cast<int64_t*>(w_.heap(r) + scratch_.offset); }
+  size_t capacity() const { return scratch_.bytes - kSplitsBytes; }
+  std::vector<const uint8_t*> scratches(size_t byte_offset) const {
+    std::vector<const uint8_t*> b;
+    for (int r = 0; r < size(); ++r) b.push_back(scratch(r) + byte_offset);
+    return b;
+  }
+  void check_cpu(const Tensor& t, const char* name) const {
+    check(t.defined() && t.device().type() == DeviceType::CPU, name, "expects defined CPU tensors");
+  }
+  void check_rank(int r, const char* name) const {
+    check(r >= 0 && r < size(), name, "rank ", r, " is not in the group of ", size());
+  }
+  void check_rows(const Tensor& big, const Tensor& small, int64_t want_rows, const char* name,
+                  const char* what) const {
+    check(big.dim() >= 1 && big.dtype() == small.dtype() && rows(big) == want_rows && row_shape(big) == row_shape(small),
+          name, "sizes ", shape_str(big.sizes()), " ", dtype_name(big.dtype()), " must have ", what, " rows (",
+          want_rows, ") of shape ", shape_str(row_shape(small)), " and dtype ", dtype_name(small.dtype()));
+  }
+  size_t staged_bytes(const Tensor& in, const char* name) const {
+    const size_t bytes = static_cast<size_t>(in.numel()) * element_size(in.dtype());
+    check(bytes <= capacity(), name, "the input's ", bytes, " bytes exceed the scratch buffer's ", capacity(),
+          " (KILN_SYMM_SCRATCH_MB)");
+    return bytes;
+  }
+
+  World& w_;
+  World::Block scratch_{};
+  size_t one_shot_max_ = kDefaultOneShotMax;
+};
+
+std::mutex g_mu;
+std::unique_ptr<ProcessGroup> g_default;
+
+}  // namespace
+
+ProcessGroup& init_process_group(const std::string& backend) {
+  const char* name = "distributed.init_process_group";
+  std::lock_guard<std::mutex> lock(g_mu);
+  check(!g_default, name, "the default process group is already initialized (destroy_process_group ends it)");
+  check(backend == "symm" || backend == "auto" || backend == "gloo", name, "unknown backend '", backend,
+        "' (expected symm, gloo or auto)");
+  check(backend != "gloo", name, "backend 'gloo' (several machines) is not built yet: on one machine use 'symm' or 'auto'");
+  g_default = std::make_unique<SymmGroup>();
+  return *g_default;
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_default != nullptr;
+}
+
+ProcessGroup& default_group() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  check(g_default != nullptr, "distributed", "the default process group is not initialized: call init_process_group");
+  return *g_default;
+}
+
+void destroy_process_group() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_default) g_default->barrier();  // no peer still reads this rank's scratch
+  g_default.reset();
+}
+
+int get_rank() { return default_group().rank(); }
+int get_world_size() { return default_group().size(); }
+
+}  // namespace kiln::distributed

@@ -1,0 +1,183 @@
+// The "symm" process group under `kiln run` (2 and 4 ranks): every
+// collective against a reference each rank computes alone from every rank's
+// inputs (seeded by rank), on odd sizes, every dtype, non-contiguous tensors,
+// both all_reduce algorithms, and tensors larger than the scratch buffer.
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+
+#include "kiln/distributed.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using namespace kiln::distributed;
+
+namespace {
+
+ProcessGroup& group() {
+  if (!is_initialized()) init_process_group("auto");
+  return default_group();
+}
+
+Tensor data_of(int r, Shape sizes, DType dtype, uint64_t salt) {
+  manual_seed(7000 * salt + r);
+  if (dtype == kInt64) return randint(-1000, 1000, sizes);
+  return randn(sizes).to(dtype);
+}
+
+// The reduction in float64 of every rank's data, rounded to dtype once.
+Tensor reduced(Shape sizes, DType dtype, uint64_t salt, ReduceOp op) {
+  Tensor acc;
+  const int W = group().size();
+  for (int r = 0; r < W; ++r) {
+    Tensor x = data_of(r, sizes, dtype, salt).to(kFloat64);
+    acc = !acc.defined() ? x : op == ReduceOp::Max ? maximum(acc, x) : op == ReduceOp::Min ? minimum(acc, x) : acc + x;
+  }
+  if (op == ReduceOp::Avg) acc = acc / static_cast<double>(W);
+  return acc.to(dtype);
+}
+
+void expect_near(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const double tol = want.dtype() == kFloat32 ? 1e-6 : want.dtype() == kInt64 ? 0 : 1e-2;
+  const Tensor g = got.to(kFloat64).contiguous(), w = want.to(kFloat64).contiguous();
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const double a = g.data_ptr<double>()[i], b = w.data_ptr<double>()[i];
+    ASSERT_NEAR(a, b, tol * (1 + std::fabs(b))) << what << " element " << i;
+  }
+}
+
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(ProcessGroup, AllReduceBothAlgorithmsEveryDTypeAndOp) {
+  ProcessGroup& pg = group();
+  EXPECT_EQ(pg.backend(), "symm");
+  EXPECT_EQ(get_world_size(), job_env().world_size);
+  EXPECT_EQ(get_rank(), job_env().rank);
+  const size_t saved = pg.one_shot_max_bytes();
+  uint64_t salt = 0;
+  for (size_t one_shot_max : {size_t{0}, size_t{1} << 30})  // two-shot everywhere, then one-shot
+    for (DType dtype : {kFloat32, kFloat16, kBFloat16, kInt64})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+        if (dtype == kInt64 && op == ReduceOp::Avg) continue;
+        for (Shape sizes : {Shape{}, Shape{1}, Shape{3}, Shape{17, 33}, Shape{0, 4}}) {
+          pg.set_one_shot_max_bytes(one_shot_max);
+          ++salt;
+          Tensor x = data_of(pg.rank(), sizes, dtype, salt);
+          pg.all_reduce(x, op);
+          expect_near(x, reduced(sizes, dtype, salt, op),
+                      std::string("all_reduce ") + dtype_name(dtype) + " " + shape_str(sizes) + " one-shot up to " +
+                          std::to_string(one_shot_max));
+        }
+      }
+  pg.set_one_shot_max_bytes(saved);
+}
+
+TEST(ProcessGroup, AllReduceOfANonContiguousTensorWritesThroughTheView) {
+  ProcessGroup& pg = group();
+  Tensor base = data_of(pg.rank(), {6, 5}, kFloat32, 900);
+  Tensor view = base.transpose(0, 1);  // [5, 6], not contiguous
+  pg.all_reduce(view, ReduceOp::Sum);
+  expect_near(base, reduced({6, 5}, kFloat32, 900, ReduceOp::Sum), "transposed all_reduce");
+}
+
+TEST(ProcessGroup, AllReduceLargerThanTheScratchGoesInPieces) {
+  // KILN_SYMM_SCRATCH_MB=1 in this test's environment: 1 MiB of scratch.
+  ProcessGroup& pg = group();
+  const int64_t n = (3 << 20) / 4 + 5;  // 3 MiB of float32 and a few
+  Tensor x = data_of(pg.rank(), {n}, kFloat32, 901);
+  pg.all_reduce(x, ReduceOp::Sum);
+  expect_near(x, reduced({n}, kFloat32, 901, ReduceOp::Sum), "3 MiB all_reduce");
+  Tensor b = pg.rank() == 1 ? data_of(1, {n}, kFloat32, 902) : zeros({n});
+  pg.broadcast(b, 1);
+  expect_near(b, data_of(1, {n}, kFloat32, 902), "3 MiB broadcast from rank 1");
+}
+
+TEST(ProcessGroup, AllGatherReduceScatterAndBroadcast) {
+  ProcessGroup& pg = group();
+  const int W = pg.size();
+  for (DType dtype : {kFloat32, kBFloat16, kInt64}) {
+    Tensor in = data_of(pg.rank(), {3, 7}, dtype, 910);
+    Tensor out = empty({3 * W, 7}, dtype);
+    pg.all_gather(out, in);
+    for (int r = 0; r < W; ++r) expect_near(out.slice(0, 3 * r, 3 * r + 3), data_of(r, {3, 7}, dtype, 910), "all_gather");
+
+    Tensor big = data_of(pg.rank(), {2 * W, 5}, dtype, 911);
+    Tensor mine = empty({2, 5}, dtype);
+    pg.reduce_scatter(mine, big, ReduceOp::Sum);
+    expect_near(mine, reduced({2 * W, 5}, dtype, 911, ReduceOp::Sum).slice(0, 2 * pg.rank(), 2 * pg.rank() + 2),
+                "reduce_scatter");
+
+    Tensor b = data_of(pg.rank(), {4, 3}, dtype, 912);
+    pg.broadcast(b, W - 1);
+    expect_near(b, data_of(W - 1, {4, 3}, dtype, 912), "broadcast");
+  }
+  Tensor wrong = empty({5, 7});
+  expect_error([&] { pg.all_gather(wrong, randn({3, 7})); }, "W times the input's rows");
+  expect_error([&] { pg.broadcast(wrong, W); }, "rank " + std::to_string(W) + " is not in the group");
+  Tensor ints = zeros({2}, kInt64);
+  expect_error([&] { pg.all_reduce(ints, ReduceOp::Avg); }, "'avg' needs a floating dtype");
+}
+
+// Rank r sends (r + p) % 3 + 1 rows to rank p: uneven splits, the rows
+// tagged with sender and receiver so misplaced ones show.
+TEST(ProcessGroup, AllToAllVDeliversEveryRowToItsRank) {
+  ProcessGroup& pg = group();
+  const int W = pg.size(), me = pg.rank();
+  auto count = [](int from, int to) { return static_cast<int64_t>((from + to) % 3 + 1); };
+  std::vector<int64_t> in_splits, out_splits;
+  int64_t in_rows = 0, out_rows = 0;
+  for (int p = 0; p < W; ++p) {
+    in_splits.push_back(count(me, p));
+    out_splits.push_back(count(p, me));
+    in_rows += in_splits.back();
+    out_rows += out_splits.back();
+  }
+  Tensor in = empty({in_rows, 2});
+  int64_t row = 0;
+  for (int p = 0; p < W; ++p)
+    for (int64_t k = 0; k < count(me, p); ++k, ++row) {
+      in.data_ptr<float>()[2 * row] = static_cast<float>(100 * me + p);
+      in.data_ptr<float>()[2 * row + 1] = static_cast<float>(k);
+    }
+  Tensor out = full({out_rows, 2}, -1.0);
+  pg.all_to_all_v(out, in, out_splits, in_splits);
+  row = 0;
+  for (int p = 0; p < W; ++p)
+    for (int64_t k = 0; k < count(p, me); ++k, ++row) {
+      EXPECT_EQ(out.data_ptr<float>()[2 * row], static_cast<float>(100 * p + me)) << "row " << row;
+      EXPECT_EQ(out.data_ptr<float>()[2 * row + 1], static_cast<float>(k)) << "row " << row;
+    }
+  // Splits that disagree are an error on the receiving rank, not a hang.
+  std::vector<int64_t> bad = out_splits;
+  bad[0] += 1;
+  Tensor out2 = empty({out_rows + 1, 2});
+  expect_error([&] { pg.all_to_all_v(out2, in, bad, in_splits); }, "which expects");
+}
+
+TEST(ProcessGroup, SendAndRecvAroundTheRing) {
+  ProcessGroup& pg = group();
+  const int W = pg.size(), me = pg.rank();
+  for (int64_t n : {int64_t{0}, int64_t{5}, int64_t{(1 << 20) / 4 * 3 + 1}}) {  // empty, small, 3 MiB
+    Tensor mine = data_of(me, {n}, kFloat32, 920), got = empty({n});
+    if (me % 2 == 0) {
+      pg.send(mine, (me + 1) % W);
+      pg.recv(got, (me - 1 + W) % W);
+    } else {
+      pg.recv(got, (me - 1 + W) % W);
+      pg.send(mine, (me + 1) % W);
+    }
+    expect_near(got, data_of((me - 1 + W) % W, {n}, kFloat32, 920), "recv of " + std::to_string(n));
+  }
+  expect_error([&] { pg.send(zeros({1}), me); }, "cannot send to itself");
+  pg.barrier();
+}
