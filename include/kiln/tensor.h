@@ -207,6 +207,9 @@ class Tensor {
   // hook(grad) runs when this tensor's gradient is computed and may return a
   // replacement (or an undefined tensor to keep it).
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // hook(tensor) runs after a leaf's gradient was accumulated into .grad
+  // (PyTorch's register_post_accumulate_grad_hook).
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
 
  private:
   // Meta tensors have no data to read or write: a kiln::Error naming `what`.

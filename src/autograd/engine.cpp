@@ -44,6 +44,7 @@ struct AccumulateGrad final : Node {
       m.grad = sole ? g : g.clone();
     }
     else m.grad.add_(g);
+    for (auto& hook : m.post_accumulate_hooks) hook(Tensor(impl));
     return {};
   }
 };
@@ -359,6 +360,12 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   auto& hooks = m.grad_fn->output_hooks;
   if (hooks.size() <= m.output_nr) hooks.resize(m.output_nr + 1);
   hooks[m.output_nr].push_back(std::move(hook));
+}
+
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  check(requires_grad() && is_leaf(), "register_post_accumulate_grad_hook",
+        "expects a leaf tensor that requires grad (a parameter); got ", requires_grad() ? "a non-leaf" : "one that does not require grad");
+  autograd::meta(*this).post_accumulate_hooks.push_back(std::move(hook));
 }
 
 }  // namespace kiln

@@ -20,6 +20,8 @@ struct AutogradMeta {
   uint32_t output_nr = 0;
   std::shared_ptr<Node> accumulator;  // a leaf's AccumulateGrad, created once
   std::vector<std::function<Tensor(const Tensor&)>> hooks;  // for leaves
+  // A leaf's hooks that run after its .grad was accumulated (DDP's buckets).
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
 };
 
 namespace autograd {

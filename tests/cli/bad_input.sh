@@ -37,7 +37,7 @@ expect_failure "unknown command 'frobnicate'" frobnicate
 expect_failure "missing PROGRAM" run --nproc 2
 expect_failure "--nproc" run --nproc 0 true
 expect_failure "--nproc" run --nproc abc true
-expect_failure "rank 0 exited with status 1" run --nproc 2 false
+expect_failure "exited with status 1" run --nproc 2 false
 expect_failure "exited with status 127" run --nproc 2 /nonexistent/program
 for flag in "--steps 0" "--steps -5" "--steps 99999999999999999999" "--layers -1" "--layers 0" "--heads 0" \
             "--width 0" "--context 0" "--batch 0" "--eval-every 0" "--eval-every -1" "--threads 0" "--threads -1" \

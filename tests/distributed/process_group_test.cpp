@@ -181,3 +181,42 @@ TEST(ProcessGroup, SendAndRecvAroundTheRing) {
   expect_error([&] { pg.send(zeros({1}), me); }, "cannot send to itself");
   pg.barrier();
 }
+
+// Two Linear layers; each rank trains on its own data. After one backward
+// under DistributedDataParallel every rank's gradients are the mean of what
+// each rank's data gives alone (computed here on a copy of the model, for
+// every rank's data), with buckets small enough that there are several.
+TEST(DistributedDataParallel, GradientsAreTheMeanOverRanksAndParametersStartEqual) {
+  ProcessGroup& pg = group();
+  const int W = pg.size();
+  manual_seed(100 + pg.rank());  // different initial weights: DDP must broadcast rank 0's
+  nn::Linear l1(7, 9), l2(9, 3);
+  struct Net : nn::Module {
+    nn::Linear& a;
+    nn::Linear& b;
+    Net(nn::Linear& a, nn::Linear& b) : a(a), b(b) {
+      register_module("a", &a);
+      register_module("b", &b);
+    }
+  } net(l1, l2);
+  nn::DistributedDataParallel ddp(net, pg, /*bucket_cap_mb=*/64.0 / (1 << 20));  // 64 bytes: a bucket per tensor or so
+  EXPECT_GT(ddp.num_buckets(), 2u);
+  manual_seed(100);
+  nn::Linear r1(7, 9), r2(9, 3);  // rank 0's initial weights
+  for (auto [p, q] : {std::pair{l1.weight, r1.weight}, {l1.bias, r1.bias}, {l2.weight, r2.weight}, {l2.bias, r2.bias}})
+    expect_near(p, q, "parameter after construction");
+  auto loss_on = [](nn::Linear& a, nn::Linear& b, int r) {
+    const Tensor x = data_of(r, {5, 7}, kFloat32, 930);
+    return (tanh(b(relu(a(x)))) * data_of(r, {5, 3}, kFloat32, 931)).sum();
+  };
+  for (int step = 0; step < 2; ++step) {  // the second backward reuses the buckets
+    for (nn::Linear* m : {&l1, &l2, &r1, &r2}) {
+      m->weight.set_grad(Tensor());
+      m->bias.set_grad(Tensor());
+    }
+    loss_on(l1, l2, pg.rank()).backward();
+    for (int r = 0; r < W; ++r) (loss_on(r1, r2, r) / static_cast<double>(W)).backward();
+    for (auto [p, q] : {std::pair{l1.weight, r1.weight}, {l1.bias, r1.bias}, {l2.weight, r2.weight}, {l2.bias, r2.bias}})
+      expect_near(p.grad(), q.grad(), "gradient");
+  }
+}

@@ -27,9 +27,17 @@ std::string subcommand_names(CLI::App& app) {
   return names;
 }
 
+std::vector<std::string>& arguments() {
+  static std::vector<std::string> args;
+  return args;
+}
+
 }  // namespace
 
+const std::vector<std::string>& cli_arguments() { return arguments(); }
+
 int run_cli(int argc, const char* const* argv, bool run_commands) {
+  arguments().assign(argv, argv + argc);
   CLI::App app{"kiln: a CPU-first deep-learning framework"};
   app.require_subcommand(1);
   add_info(app, run_commands);

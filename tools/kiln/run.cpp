@@ -76,8 +76,9 @@ void remove_segments(const std::string& secret) {
     if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
 }
 
-// Runs the job; returns how its first failed rank ended ("" if none did).
-std::string launch(int nproc, double grace_s, const std::vector<std::string>& command) {
+}  // namespace
+
+std::string launch_ranks(int nproc, double grace_s, const std::vector<std::string>& command) {
   const std::string secret = random_hex(16);
   std::vector<pid_t> pids;
   for (int r = 0; r < nproc; ++r) pids.push_back(start_rank(r, nproc, secret, command));
@@ -121,8 +122,6 @@ std::string launch(int nproc, double grace_s, const std::vector<std::string>& co
   return failure;
 }
 
-}  // namespace
-
 void add_run(CLI::App& app, bool execute) {
   auto* cmd = app.add_subcommand("run", "start N ranks of a program on this machine (as torchrun)");
   auto nproc = std::make_shared<int>(1);
@@ -136,7 +135,7 @@ void add_run(CLI::App& app, bool execute) {
     if (command.empty()) throw Error("[kiln run] missing PROGRAM: kiln run --nproc N PROGRAM [ARGS...]");
     if (!execute) return;
     std::cout.flush();
-    const std::string failure = launch(*nproc, *grace, command);
+    const std::string failure = launch_ranks(*nproc, *grace, command);
     if (!failure.empty()) throw Error("[kiln run] " + failure);
   });
 }

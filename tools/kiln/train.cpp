@@ -1,13 +1,20 @@
 // `kiln train`: trains the character-level GPT on a text file (default: the
 // fortunes corpus) with AdamW and a warmup + cosine schedule, reporting
-// progress on stderr and validation loss every --eval-every steps.
+// progress on stderr and validation loss every --eval-every steps. With
+// --nproc N it starts N ranks of itself (kiln run's launcher) that train
+// data-parallel: each takes 1/N of every batch (the same batches one process
+// would draw), and DistributedDataParallel averages the gradients; rank 0
+// reports and saves.
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 
+#include "app.h"
 #include "checkpoint.h"
 #include "commands.h"
 #include "flags.h"
@@ -27,12 +34,28 @@ struct ArchFlag {
 struct TrainArgs {
   std::string data, out = "model.safetensors", separator;
   int64_t layers = 4, heads = 4, width = 128, context = 128, batch = 16, steps = 1300;
-  int64_t eval_every = 100, eval_batches = 16, warmup = 30, seed = 0, threads = 0;
+  int64_t eval_every = 100, eval_batches = 16, warmup = 30, seed = 0, threads = 0, nproc = 1;
   double lr = 4e-3, min_lr = 4e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
   bool resume = false, overwrite = false;
   bool compile = false;  // the whole step (forward, backward, clipping, AdamW) under kiln::compile
   std::vector<ArchFlag> arch_flags;
 };
+
+// This rank's rows of a batch every rank drew alike (all of it in a
+// single process).
+Tensor my_rows(const Tensor& t, int64_t batch) {
+  if (!distributed::is_initialized()) return t;
+  const int64_t W = distributed::get_world_size(), r = distributed::get_rank();
+  return t.slice(0, r * batch / W, (r + 1) * batch / W).contiguous();
+}
+
+// The mean over ranks of a value each computed on its rows.
+double mean_over_ranks(double v) {
+  if (!distributed::is_initialized()) return v;
+  Tensor t = full({1}, v);
+  distributed::default_group().all_reduce(t, distributed::ReduceOp::Avg);
+  return t.item<double>();
+}
 
 double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a) {
   NoGradGuard no_grad;
@@ -40,10 +63,11 @@ double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a
   double total = 0;
   for (int64_t i = 0; i < a.eval_batches; ++i) {
     auto [x, y] = data.batch(true, a.batch, model.config().block_size);
+    x = my_rows(x, a.batch), y = my_rows(y, a.batch);
     total += nn::cross_entropy(model.forward(x).view({-1, model.config().vocab_size}), y.view({-1})).item<double>();
   }
   model.train();
-  return total / static_cast<double>(a.eval_batches);
+  return mean_over_ranks(total / static_cast<double>(a.eval_batches));
 }
 
 std::string hms(double s) {
@@ -83,14 +107,39 @@ class Progress {
   double last_ = -kPlainEvery;
 };
 
+// `kiln train --nproc N` in the launcher: N ranks of this same command line.
+void launch_data_parallel(const TrainArgs& a) {
+  check(a.batch % a.nproc == 0, "train", "--batch ", a.batch, " must be a multiple of --nproc ", a.nproc,
+        " (each rank takes an equal share of every batch)");
+  check(!a.compile, "train", "--compile with --nproc is not supported yet (the compiled step does not run "
+        "DistributedDataParallel's gradient hooks)");
+  std::vector<std::string> command = cli_arguments();
+  command[0] = "/proc/self/exe";
+  const std::string failure = launch_ranks(static_cast<int>(a.nproc), 5.0, command);
+  check(failure.empty(), "train", failure);
+}
+
 void run(const TrainArgs& a) {
-  check_checkpoint_destination(a.out, a.resume, a.overwrite);
+  const bool launcher = a.nproc > 1 && std::getenv("KILN_JOB_SECRET") == nullptr;
+  if (launcher) {
+    check_checkpoint_destination(a.out, a.resume, a.overwrite);
+    return launch_data_parallel(a);
+  }
+  if (a.nproc > 1) {
+    distributed::init_process_group("auto");
+    check(distributed::get_world_size() == a.nproc, "train", "--nproc ", a.nproc, " but the job has ",
+          distributed::get_world_size(), " ranks");
+  }
+  const bool rank0 = !distributed::is_initialized() || distributed::get_rank() == 0;
+  if (rank0) check_checkpoint_destination(a.out, a.resume, a.overwrite);
   check(a.resume || a.width % a.heads == 0, "train", "--width ", a.width, " must be a multiple of --heads ", a.heads);
   if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
+  else if (a.nproc > 1) set_num_threads(1);  // one thread per rank
   manual_seed(static_cast<uint64_t>(a.seed));
   const std::string text = a.data.empty() ? default_corpus() : io::read_file(a.data);
   const io::TextDataset data(text, 0.1, static_cast<uint64_t>(a.seed), a.separator);
-  std::cerr << "data: " << data.train_tokens() << " train / " << data.val_tokens() << " validation bytes from "
+  if (rank0)
+    std::cerr << "data: " << data.train_tokens() << " train / " << data.val_tokens() << " validation bytes from "
             << data.documents() << " documents split by " << (data.split_by_position() ? "position" : "document")
             << ", " << data.duplicates_removed() << " duplicate documents removed\n";
 
@@ -113,14 +162,17 @@ void run(const TrainArgs& a) {
     opt = make_opt(*model);
     load_optimizer(a.out, *opt);
     manual_seed(static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(st.step));  // fresh batches, not a replay
-    std::cerr << "resumed from " << a.out << " at step " << st.step << "\n";
+    if (rank0) std::cerr << "resumed from " << a.out << " at step " << st.step << "\n";
   } else {
     model = std::make_unique<nn::GPT>(cfg);
     opt = make_opt(*model);
   }
-  std::cerr << "model: " << model->num_parameters() << " parameters (" << cfg.n_layer << " layers, " << cfg.n_head
+  std::unique_ptr<nn::DistributedDataParallel> ddp;
+  if (distributed::is_initialized()) ddp = std::make_unique<nn::DistributedDataParallel>(*model);
+  if (rank0)
+    std::cerr << "model: " << model->num_parameters() << " parameters (" << cfg.n_layer << " layers, " << cfg.n_head
             << " heads, width " << cfg.n_embd << ", context " << cfg.block_size << "), " << get_num_threads()
-            << " threads\n";
+            << " threads" << (ddp ? " per rank, " + std::to_string(a.nproc) + " ranks" : "") << "\n";
 
   auto loss_of = [&](const Tensor& x, const Tensor& y) {
     return nn::cross_entropy(model->forward(x).view({-1, cfg.vocab_size}), y.view({-1}));
@@ -144,33 +196,41 @@ void run(const TrainArgs& a) {
   for (; st.step < a.steps; ++st.step) {
     opt->lr = optim::warmup_cosine_lr(st.step, a.warmup, a.steps, a.lr, a.min_lr);
     auto [x, y] = data.batch(false, a.batch, cfg.block_size);
+    x = my_rows(x, a.batch), y = my_rows(y, a.batch);
     const Tensor loss = a.compile ? compiled_step(x, y) : train_step(x, y);
-    const double l = loss.item<double>();
+    const double l = mean_over_ranks(loss.item<double>());
     check(std::isfinite(l), "train", "the loss is ", l, " at step ", st.step + 1, " (learning rate ", opt->lr,
           "): stopping; '", a.out, "' keeps its last finite state");
     loss_ema = st.step == first ? l : 0.9 * loss_ema + 0.1 * l;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (ddp && a.time_limit > 0) {  // every rank stops at the same step
+      Tensor e = full({1}, elapsed);
+      distributed::default_group().all_reduce(e, distributed::ReduceOp::Max);
+      elapsed = e.item<double>();
+    }
     const double done = static_cast<double>(st.step + 1 - first);
     const double tps = done * static_cast<double>(a.batch * cfg.block_size) / elapsed;
     const bool last = st.step + 1 == a.steps || (a.time_limit > 0 && elapsed > a.time_limit);
     const bool eval = (st.step + 1) % a.eval_every == 0 || last;
-    progress.report(st.step + 1, a.steps, loss_ema, tps, elapsed,
+    if (rank0) progress.report(st.step + 1, a.steps, loss_ema, tps, elapsed,
                     elapsed / done * static_cast<double>(a.steps - st.step - 1), eval);
     if (eval) {
-      progress.end_line();
+      if (rank0) progress.end_line();
       const double val = eval_loss(*model, data, a);
       check(std::isfinite(val), "train", "the validation loss is ", val, " at step ", st.step + 1, ": stopping; '",
             a.out, "' keeps its last finite state");
-      std::cout << "step " << st.step + 1 << ": train loss " << loss_ema << ", validation loss " << val
-                << " nats/char (" << hms(elapsed) << ")" << std::endl;
-      save_checkpoint(a.out, *model, opt.get(), TrainState{st.step + 1, st.seed});
+      if (rank0) {
+        std::cout << "step " << st.step + 1 << ": train loss " << loss_ema << ", validation loss " << val
+                  << " nats/char (" << hms(elapsed) << ")" << std::endl;
+        save_checkpoint(a.out, *model, opt.get(), TrainState{st.step + 1, st.seed});
+      }
     }
     if (last) {
       ++st.step;
       break;
     }
   }
-  std::cout << "saved " << a.out << "\n";
+  if (rank0) std::cout << "saved " << a.out << "\n";
 }
 
 }  // namespace
@@ -198,7 +258,8 @@ void add_train(CLI::App& app, bool execute) {
   add_int_flag(*cmd, "--seed", a->seed, 0, kIntMax, "random seed");
   add_int_flag(*cmd, "--eval-every", a->eval_every, 1, kIntMax, "steps between validation losses");
   add_real_flag(*cmd, "--time-limit", a->time_limit, 0, 1e9, "stop (and save) after this many seconds; 0 = no limit");
-  add_int_flag(*cmd, "--threads", a->threads, 1, 4096, "threads (default: all cores)");
+  add_int_flag(*cmd, "--threads", a->threads, 1, 4096, "threads (default: all cores; one per rank with --nproc)");
+  add_int_flag(*cmd, "--nproc", a->nproc, 1, 1024, "train data-parallel with this many ranks on this machine");
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out (its architecture, its step)");
   cmd->add_flag("--compile", a->compile, "run each whole step (forward, backward, clipping, AdamW) as one kiln::compile graph");
   cmd->callback([a, execute] {
