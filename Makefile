@@ -16,7 +16,7 @@ PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev
 # The demo trains on the text of Debian's fortune files.
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.
-BENCH_PKGS := libtorch-dev
+BENCH_PKGS := libtorch-dev libopenmpi-dev openmpi-bin
 # The fuzz targets need clang with libFuzzer and its sanitizer runtimes.
 FUZZ_PKGS := clang libclang-rt-14-dev
 
@@ -93,6 +93,7 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-attention --json
 	./$(BUILD)/bin/kiln-bench-compile --json
 	./$(BUILD)/bin/kiln-bench-stable --json
+	./$(BUILD)/bin/kiln-bench-collectives --json
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

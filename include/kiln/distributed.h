@@ -131,7 +131,8 @@ class ProcessGroup {
   virtual void recv(Tensor& t, int src, int64_t timeout_ms = 0) = 0;
 
   // The all_reduce size (bytes) up to which one-shot is used; measured on
-  // this machine (BENCHMARKS.md), settable (KILN_SYMM_ONE_SHOT_MAX_BYTES).
+  // this machine per world size (BENCHMARKS.md), settable
+  // (KILN_SYMM_ONE_SHOT_MAX_BYTES).
   virtual size_t one_shot_max_bytes() const = 0;
   virtual void set_one_shot_max_bytes(size_t bytes) = 0;
 };

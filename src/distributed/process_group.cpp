@@ -55,7 +55,7 @@ class SymmGroup final : public ProcessGroup {
  public:
   SymmGroup() : w_(World::get()) {
     scratch_ = w_.allocate(env_bytes("KILN_SYMM_SCRATCH_MB", 256) << 20);
-    one_shot_max_ = env_bytes("KILN_SYMM_ONE_SHOT_MAX_BYTES", kDefaultOneShotMax);
+    one_shot_max_ = env_bytes("KILN_SYMM_ONE_SHOT_MAX_BYTES", default_one_shot_max(size()));
     w_.barrier(0, 0, "distributed.init_process_group");
   }
   ~SymmGroup() override { w_.release(scratch_.offset); }
@@ -233,8 +233,11 @@ class SymmGroup final : public ProcessGroup {
   void barrier(int64_t timeout_ms) override { w_.barrier(0, timeout_ms, "distributed.barrier"); }
 
  private:
-  // Measured with kiln-bench-collectives on this machine (BENCHMARKS.md).
-  static constexpr size_t kDefaultOneShotMax = 256 << 10;
+  // Where one-shot stops winning, from kiln-bench-collectives on the 2-core
+  // machine of BENCHMARKS.md (measured at 4 KiB, 64 KiB, 1 MiB, 64 MiB):
+  // with 2 ranks one-shot is faster up to 1 MiB and two-shot at 64 MiB;
+  // with 4, one-shot at 64 KiB and two-shot from 1 MiB.
+  static size_t default_one_shot_max(int world_size) { return world_size <= 2 ? size_t{1} << 20 : size_t{256} << 10; }
 
   uint8_t* scratch(int r) const { return w_.heap(r) + scratch_.offset + kSplitsBytes; }
   int64_t* splits(int r) const { return reinterpret_cast<int64_t*>(w_.heap(r) + scratch_.offset); }
@@ -265,7 +268,7 @@ class SymmGroup final : public ProcessGroup {
 
   World& w_;
   World::Block scratch_{};
-  size_t one_shot_max_ = kDefaultOneShotMax;
+  size_t one_shot_max_ = 0;
 };
 
 std::mutex g_mu;
