@@ -147,4 +147,12 @@ void destroy_process_group();
 int get_rank();
 int get_world_size();
 
+// all_to_all_v as a differentiable function (tokens of a mixture of
+// experts): returns the rows this rank receives (output_splits[r] from rank
+// r, in rank order); its backward sends the gradients back the same way
+// (splits swapped). Every rank's backward must reach it in the same order,
+// as every rank's forward did.
+Tensor all_to_all_v(const Tensor& input, const std::vector<int64_t>& output_splits,
+                    const std::vector<int64_t>& input_splits, ProcessGroup& group);
+
 }  // namespace kiln::distributed

@@ -12,6 +12,7 @@
 #include "kiln/error.h"
 #include "kiln/gpt.h"
 #include "kiln/io.h"
+#include "kiln/moe.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"
 #include "kiln/ops.h"

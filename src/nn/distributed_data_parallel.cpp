@@ -57,12 +57,15 @@ struct DistributedDataParallel::State {
   }
 };
 
-DistributedDataParallel::DistributedDataParallel(Module& module, distributed::ProcessGroup& group, double bucket_cap_mb)
+DistributedDataParallel::DistributedDataParallel(Module& module, distributed::ProcessGroup& group, double bucket_cap_mb,
+                                                 std::function<bool(const std::string&)> local_parameters)
     : module_(module), state_(std::make_shared<State>(group)) {
+  auto is_local = [&](const std::string& name) { return local_parameters && local_parameters(name); };
   check(bucket_cap_mb > 0, "DistributedDataParallel", "bucket_cap_mb must be positive, got ", bucket_cap_mb);
   {
     NoGradGuard no_grad;  // rank 0's values everywhere
     for (auto& [name, p] : module.named_parameters()) {
+      if (is_local(name)) continue;
       Tensor t = p;
       group.broadcast(t, 0);
     }
@@ -72,8 +75,17 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     }
   }
   State& s = *state_;
-  for (auto& np : module.named_parameters())
-    if (np.second.requires_grad()) s.params.push_back(np);
+  const double inv_world = 1.0 / group.size();
+  for (auto& np : module.named_parameters()) {
+    if (!np.second.requires_grad()) continue;
+    if (!is_local(np.first)) {
+      s.params.push_back(np);
+      continue;
+    }
+    // On each incoming gradient (not the accumulated .grad, which may hold
+    // earlier, already scaled backwards).
+    np.second.register_hook([inv_world](const Tensor& g) { return g * inv_world; });
+  }
   s.has_grad.assign(s.params.size(), false);
   s.bucket_of.assign(s.params.size(), 0);
   // Buckets in reverse parameter order (the order a backward reaches them),

@@ -220,3 +220,78 @@ TEST(DistributedDataParallel, GradientsAreTheMeanOverRanksAndParametersStartEqua
       expect_near(p.grad(), q.grad(), "gradient");
   }
 }
+
+// nn::MoE with its experts on every rank (2 per rank) against the same layer
+// with every expert in one process: rank r's output, its input's and its
+// router's gradients equal the single-process layer's on rank r's tokens;
+// each local expert's gradient equals the single-process one summed over
+// every rank's tokens (they all came to it). The token exchange is
+// all_to_all_v both ways, forward and backward.
+TEST(MoE, ShardedExpertsGiveTheSingleProcessResultsAndGradients) {
+  ProcessGroup& pg = group();
+  const int W = pg.size(), me = pg.rank();
+  const int64_t E = 2 * W, C = 6, H = 10, k = 2;
+  manual_seed(500);
+  nn::MoE moe(C, E, k, H, &pg);
+  EXPECT_EQ(moe.experts.size(), 2u);
+  EXPECT_EQ(moe.first_local_expert(), 2 * me);
+  auto tokens = [](int r) { return data_of(r, {3, 5, C}, kFloat32, 940); };
+  auto loss_weights = [](int r) { return data_of(r, {3, 5, C}, kFloat32, 941); };
+
+  Tensor x = tokens(me).requires_grad_();
+  Tensor y = moe(x);
+  (y * loss_weights(me)).sum().backward();
+
+  manual_seed(500);
+  nn::MoE mine(C, E, k, H);  // every expert here; this rank's tokens only
+  Tensor xr = tokens(me).requires_grad_();
+  Tensor yr = mine(xr);
+  (yr * loss_weights(me)).sum().backward();
+  expect_near(y.detach(), yr.detach(), "MoE output");
+  expect_near(x.grad(), xr.grad(), "input gradient");
+  expect_near(moe.router.weight.grad(), mine.router.weight.grad(), "router gradient");
+
+  manual_seed(500);
+  nn::MoE all(C, E, k, H);  // every rank's tokens
+  for (int r = 0; r < W; ++r) (all(tokens(r)) * loss_weights(r)).sum().backward();
+  for (size_t j = 0; j < moe.experts.size(); ++j) {
+    const nn::Expert& got = *moe.experts[j];
+    const nn::Expert& want = *all.experts[moe.first_local_expert() + j];
+    expect_near(got.up.weight, want.up.weight, "expert weights as initialised");
+    expect_near(got.up.weight.grad(), want.up.weight.grad(), "expert up.weight gradient");
+    expect_near(got.down.bias.grad(), want.down.bias.grad(), "expert down.bias gradient");
+  }
+  // The expert parameters are the ones data parallelism leaves local.
+  int local = 0;
+  for (auto& [name, p] : moe.named_parameters()) local += nn::MoE::is_expert_parameter(name);
+  EXPECT_EQ(local, 8);  // 2 experts x (up, down) x (weight, bias)
+}
+
+// A model of a router-and-experts layer trained data-parallel with its
+// experts sharded: DistributedDataParallel averages the router and leaves
+// the experts local; the loss falls on every rank.
+TEST(MoE, TrainsDataParallelWithShardedExperts) {
+  ProcessGroup& pg = group();
+  const int W = pg.size();
+  const int64_t C = 8;
+  manual_seed(600);
+  nn::MoE moe(C, 2 * W, 2, 16, &pg);
+  nn::DistributedDataParallel ddp(moe, pg, 25.0, nn::MoE::is_expert_parameter);
+  optim::AdamWOptions o;
+  o.lr = 1e-2;
+  optim::AdamW opt(moe.parameters(), o);
+  manual_seed(700);
+  const Tensor target_map = randn({C, C}) * 0.5;
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    const Tensor x = data_of(pg.rank(), {32, C}, kFloat32, 1000 + step);
+    Tensor loss = nn::mse_loss(moe(x), tanh(matmul(x, target_map)));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    Tensor l = full({1}, loss.item<double>());
+    pg.all_reduce(l, ReduceOp::Avg);
+    (step == 0 ? first : last) = l.item<double>();
+  }
+  EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last;
+}
