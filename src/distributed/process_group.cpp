@@ -58,7 +58,10 @@ class SymmGroup final : public ProcessGroup {
     one_shot_max_ = env_bytes("KILN_SYMM_ONE_SHOT_MAX_BYTES", default_one_shot_max(size()));
     w_.barrier(0, 0, "distributed.init_process_group");
   }
-  ~SymmGroup() override { w_.release(scratch_.offset); }
+  ~SymmGroup() override {
+    if (release_scratch_) w_.release(scratch_.offset);
+  }
+  void keep_scratch() { release_scratch_ = false; }
 
   int rank() const override { return w_.rank(); }
   int size() const override { return w_.world_size(); }
@@ -269,6 +272,7 @@ class SymmGroup final : public ProcessGroup {
   World& w_;
   World::Block scratch_{};
   size_t one_shot_max_ = 0;
+  bool release_scratch_ = true;
 };
 
 std::mutex g_mu;
@@ -300,7 +304,16 @@ ProcessGroup& default_group() {
 
 void destroy_process_group() {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_default) g_default->barrier();  // no peer still reads this rank's scratch
+  if (!g_default) return;
+  // The peers must be done reading this rank's scratch before it is reused.
+  // A survivor of a dead peer cannot know that: it keeps the block (a leak
+  // in its heap, nothing else) and still ends the group, so it can exit
+  // cleanly.
+  try {
+    g_default->barrier(1000);
+  } catch (const DistributedError&) {
+    static_cast<SymmGroup&>(*g_default).keep_scratch();
+  }
   g_default.reset();
 }
 

@@ -1,6 +1,7 @@
 // One rank of a two-rank job in which rank 1 dies by SIGKILL: at set-up
 // (MODE setup), or at a random moment while both ranks run the collective
-// MODE names in a loop (one_shot, two_shot, barrier, signal), so in the
+// MODE names in a loop (one_shot, two_shot, barrier, signal, all_reduce:
+// the process group's, after which rank 0 destroys the group), so in the
 // middle of one. Rank 0 must get a DistributedError naming rank 1 and the
 // operation within the timeout (KILN_DIST_TIMEOUT_MS), never hang. Rank 0
 // ignores the launcher's SIGTERM so it can report; it exits 0 when the
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
       if (mode == "one_shot") symm_mem::one_shot_all_reduce(x);
       else if (mode == "two_shot") symm_mem::two_shot_all_reduce_(x);
       else if (mode == "barrier") h->barrier();
+      else if (mode == "all_reduce") {
+        if (!is_initialized()) init_process_group("auto");
+        default_group().all_reduce(x);
+      }
       else if (mode == "signal") {
         h->put_signal(1 - env.rank, 5);
         h->wait_signal(1 - env.rank, 5);
@@ -53,6 +58,10 @@ int main(int argc, char** argv) {
     const std::string m = e.what();
     const std::string op = mode == "setup" ? "distributed.init" : mode == "signal" ? "_signal" : mode;
     std::cout << "rank 0 after " << s << " s: " << m << "\n";
-    return m.find("rank 1") != std::string::npos && m.find(op) != std::string::npos ? 0 : 1;
+    if (mode == "all_reduce") destroy_process_group();  // a survivor ends its group and exits cleanly
+    // all_reduce: rank 1 may die before the group's set-up ends
+    const bool names_op = m.find(op) != std::string::npos ||
+                          (mode == "all_reduce" && m.find("init_process_group") != std::string::npos);
+    return m.find("rank 1") != std::string::npos && names_op ? 0 : 1;
   }
 }

@@ -13,7 +13,7 @@ export KILN_DIST_TIMEOUT_MS=5000
 trap "" TERM
 fail=0
 before=$(ls /dev/shm | grep '^kiln-' | sort)
-for mode in setup one_shot two_shot barrier signal; do
+for mode in setup one_shot two_shot barrier signal all_reduce; do
   start=$(date +%s%N)
   out=$("$kiln" run --nproc 2 --grace 20 "$fault" "$mode" 2>&1)
   status=$?
