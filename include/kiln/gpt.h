@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include "kiln/distributed.h"
+#include "kiln/moe.h"
 #include "kiln/nn.h"
 
 namespace kiln::nn {
@@ -17,6 +19,10 @@ struct GPTConfig {
   int64_t n_head = 4;
   int64_t n_embd = 128;
   double dropout = 0.0;
+  // > 0: each block's MLP is a mixture of this many experts (nn::MoE, each
+  // expert the MLP's shape), of which every token uses expert_top_k.
+  int64_t n_experts = 0;
+  int64_t expert_top_k = 2;
 };
 
 // Keys and values of the positions seen so far, per layer, for generation:
@@ -50,18 +56,22 @@ class MLP : public UnaryModule {
 
 class Block : public UnaryModule {
  public:
-  explicit Block(const GPTConfig& c);
+  // expert_group: the ranks the experts are sharded over (n_experts > 0).
+  explicit Block(const GPTConfig& c, distributed::ProcessGroup* expert_group = nullptr);
   Tensor forward(const Tensor& x) override;
   Tensor forward_cached(const Tensor& x, KVCache& cache, size_t layer);
   LayerNorm ln1;
   CausalSelfAttention attn;
   LayerNorm ln2;
-  MLP mlp;
+  std::unique_ptr<MLP> mlp;  // n_experts == 0
+  std::unique_ptr<MoE> moe;  // n_experts > 0, registered as "mlp" too
 };
 
 class GPT : public Module {
  public:
-  explicit GPT(const GPTConfig& c);
+  // expert_group: shards the experts of a mixture-of-experts GPT over its
+  // ranks (null: every expert here).
+  explicit GPT(const GPTConfig& c, distributed::ProcessGroup* expert_group = nullptr);
   // idx (B, T) int64 with T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& idx);
   // Logits of the new positions idx (B, T) that follow the cache's contents

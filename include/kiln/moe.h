@@ -5,7 +5,9 @@
 // with the differentiable all_to_all_v, so gradients flow to the router, the
 // experts and the input. Without a group every expert is local.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/distributed.h"
@@ -26,8 +28,10 @@ class MoE : public UnaryModule {
   // num_experts must be a multiple of the group's size; rank r holds
   // experts [r * E / W, (r + 1) * E / W). Every expert's initial weights are
   // drawn on every rank in global order (the same model whatever W).
+  // init, if given, runs on every expert as it is made (all of them, in
+  // order, before the other ranks' are dropped).
   MoE(int64_t n_embd, int64_t num_experts, int64_t top_k, int64_t hidden,
-      distributed::ProcessGroup* group = nullptr);
+      distributed::ProcessGroup* group = nullptr, const std::function<void(Expert&)>& init = {});
   ~MoE() override;
   Tensor forward(const Tensor& x) override;  // (..., C) -> (..., C)
 

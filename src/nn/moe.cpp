@@ -34,7 +34,8 @@ Expert::Expert(int64_t n_embd, int64_t hidden) : up(n_embd, hidden), down(hidden
 
 Tensor Expert::forward(const Tensor& x) { return down(gelu(up(x), "tanh")); }
 
-MoE::MoE(int64_t n_embd, int64_t num_experts, int64_t top_k, int64_t hidden, distributed::ProcessGroup* group)
+MoE::MoE(int64_t n_embd, int64_t num_experts, int64_t top_k, int64_t hidden, distributed::ProcessGroup* group,
+         const std::function<void(Expert&)>& init)
     : router(n_embd, num_experts, /*bias=*/false), num_experts_(num_experts), top_k_(top_k), group_(group) {
   const int64_t W = group ? group->size() : 1;
   check(num_experts >= 1 && num_experts % W == 0, "MoE", "num_experts ", num_experts,
@@ -48,6 +49,7 @@ MoE::MoE(int64_t n_embd, int64_t num_experts, int64_t top_k, int64_t hidden, dis
   list_.reset(list);
   for (int64_t e = 0; e < num_experts; ++e) {
     auto expert = std::make_unique<Expert>(n_embd, hidden);  // drawn on every rank, in order
+    if (init) init(*expert);
     if (e < first_local_ || e >= first_local_ + per_rank) continue;
     list->add(std::to_string(e), expert.get());
     experts.push_back(std::move(expert));

@@ -70,6 +70,35 @@ TEST(Checkpoint, StateShapesMatchARealModel) {
   std::map<std::string, Shape> real;
   for (const auto& [name, t] : nn::GPT(c).state_dict()) real.emplace(name, t.sizes());
   EXPECT_EQ(nn::GPT::state_shapes(c), real);
+  c.n_experts = 3;  // a mixture-of-experts GPT: router and experts in place of the MLP
+  real.clear();
+  for (const auto& [name, t] : nn::GPT(c).state_dict()) real.emplace(name, t.sizes());
+  EXPECT_EQ(nn::GPT::state_shapes(c), real);
+  EXPECT_TRUE(real.count("blocks.2.mlp.experts.2.down.bias"));
+}
+
+// A mixture-of-experts GPT saves, loads (its experts from the metadata) and
+// gives the same logits; a checkpoint claiming fewer experts than it holds
+// is refused.
+TEST(Checkpoint, AMixtureOfExpertsGptRoundTrips) {
+  nn::GPTConfig c;
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 6, c.n_experts = 4, c.expert_top_k = 2;
+  manual_seed(9);
+  nn::GPT model(c);
+  const std::string path = ::testing::TempDir() + "moe_gpt.safetensors";
+  cli::save_checkpoint(path, model, nullptr, cli::TrainState{3, 1});
+  auto loaded = cli::load_model(path);
+  EXPECT_EQ(loaded->config().n_experts, 4);
+  EXPECT_EQ(loaded->config().expert_top_k, 2);
+  const Tensor idx = randint(0, 256, {2, 6});
+  EXPECT_EQ(max(abs(loaded->forward(idx) - model.forward(idx))).item<double>(), 0.0);
+  io::SafetensorsFile f = io::load_safetensors(path);
+  nn::StateDict t;
+  for (auto& [k, v] : f.tensors) t.emplace(k, v);
+  std::map<std::string, std::string> meta(f.metadata.begin(), f.metadata.end());
+  meta["n_experts"] = "3";
+  io::save_safetensors(path, t, meta);
+  expect_error([&] { cli::load_model(path); }, {"[checkpoint]", "n_experts is 3", "more experts"});
 }
 
 TEST(Checkpoint, DestinationIsCheckedBeforeTraining) {
@@ -94,7 +123,7 @@ TEST(Checkpoint, NonFiniteParametersAreNeverSaved) {
   const std::string before = io::read_file(path);
   {
     NoGradGuard g;
-    model.blocks[0].mlp.fc.weight.select(0, 3).select(0, 1).fill_(std::numeric_limits<double>::infinity());
+    model.blocks[0].mlp->fc.weight.select(0, 3).select(0, 1).fill_(std::numeric_limits<double>::infinity());
   }
   expect_error([&] { cli::save_checkpoint(path, model, nullptr, cli::TrainState{2, 0}); },
                {"[checkpoint]", "blocks.0.mlp.fc.weight", "not finite"});

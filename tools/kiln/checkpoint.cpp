@@ -48,6 +48,13 @@ nn::GPTConfig config_of(const io::SafetensorsFile& f) {
   c.n_head = meta_int(f, "n_head", 1, kMax);
   c.n_embd = meta_int(f, "n_embd", 1, kMax);
   check(c.n_embd % c.n_head == 0, kOp, "metadata n_embd ", c.n_embd, " is not a multiple of n_head ", c.n_head);
+  if (f.metadata.count("n_experts")) {  // a mixture-of-experts GPT (older checkpoints have none)
+    // Every expert is 4 tensors per block: bounded by the file before use.
+    c.n_experts = meta_int(f, "n_experts", 0, static_cast<int64_t>(f.tensors.size()));
+    if (c.n_experts > 0) c.expert_top_k = meta_int(f, "expert_top_k", 1, c.n_experts);
+    check(!f.tensors.count("model.blocks.0.mlp.experts." + std::to_string(c.n_experts) + ".up.weight"), kOp,
+          "metadata n_experts is ", c.n_experts, " but the checkpoint holds more experts");
+  }
   // The table has n_layer blocks: bound n_layer by the file before making it.
   // The n_layer + 1-th block must be absent too: the metadata must not undercount.
   check(static_cast<size_t>(c.n_layer) <= f.tensors.size(), kOp, "metadata n_layer is ", c.n_layer,
@@ -86,18 +93,22 @@ void check_checkpoint_destination(const std::string& path, bool resume, bool ove
 }
 
 void save_checkpoint(const std::string& path, const nn::GPT& model, const optim::AdamW* opt, const TrainState& st) {
+  save_checkpoint(path, model.state_dict(), model.config(), opt, st);
+}
+
+void save_checkpoint(const std::string& path, const nn::StateDict& model_tensors, const nn::GPTConfig& c,
+                     const optim::AdamW* opt, const TrainState& st) {
   {
     NoGradGuard no_grad;
     // x * 0 is 0 for every finite x and NaN for inf and NaN: one reduction per tensor.
-    for (const auto& [name, t] : model.state_dict())
+    for (const auto& [name, t] : model_tensors)
       check(is_floating(t.dtype()) ? sum(t * 0).item<double>() == 0 : true, kOp, "parameter '", name,
             "' is not finite: not saved, '", path, "' keeps its last finite state");
   }
   nn::StateDict all;
-  for (auto& [k, v] : model.state_dict()) all.emplace("model." + k, v);
+  for (auto& [k, v] : model_tensors) all.emplace("model." + k, v);
   if (opt)
     for (auto& [k, v] : opt->state_dict()) all.emplace("optim." + k, v);
-  const nn::GPTConfig& c = model.config();
   io::save_safetensors(path, all,
                        {{"format", "kiln-gpt"},
                         {"vocab_size", std::to_string(c.vocab_size)},
@@ -105,6 +116,8 @@ void save_checkpoint(const std::string& path, const nn::GPT& model, const optim:
                         {"n_layer", std::to_string(c.n_layer)},
                         {"n_head", std::to_string(c.n_head)},
                         {"n_embd", std::to_string(c.n_embd)},
+                        {"n_experts", std::to_string(c.n_experts)},
+                        {"expert_top_k", std::to_string(c.expert_top_k)},
                         {"step", std::to_string(st.step)},
                         {"seed", std::to_string(st.seed)}});
 }

@@ -23,6 +23,10 @@ void check_checkpoint_destination(const std::string& path, bool resume, bool ove
 // Refuses to write non-finite parameters: a good checkpoint is never
 // replaced by a diverged one.
 void save_checkpoint(const std::string& path, const nn::GPT& model, const optim::AdamW* opt, const TrainState& st);
+// The same from the model's tensors (a model whose experts are sharded over
+// ranks, gathered by the caller).
+void save_checkpoint(const std::string& path, const nn::StateDict& model_tensors, const nn::GPTConfig& c,
+                     const optim::AdamW* opt, const TrainState& st);
 // Builds the model from the stored config and loads its weights.
 std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st = nullptr);
 // Loads the optimizer state into an optimizer over the loaded model's parameters.

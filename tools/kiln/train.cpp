@@ -34,7 +34,7 @@ struct ArchFlag {
 struct TrainArgs {
   std::string data, out = "model.safetensors", separator;
   int64_t layers = 4, heads = 4, width = 128, context = 128, batch = 16, steps = 1300;
-  int64_t eval_every = 100, eval_batches = 16, warmup = 30, seed = 0, threads = 0, nproc = 1;
+  int64_t eval_every = 100, eval_batches = 16, warmup = 30, seed = 0, threads = 0, nproc = 1, experts = 0;
   double lr = 4e-3, min_lr = 4e-4, weight_decay = 0.1, clip = 1.0, time_limit = 0;
   bool resume = false, overwrite = false;
   bool compile = false;  // the whole step (forward, backward, clipping, AdamW) under kiln::compile
@@ -107,6 +107,29 @@ class Progress {
   double last_ = -kPlainEvery;
 };
 
+// The whole model's tensors when its experts are sharded over the ranks:
+// each rank's experts gathered (collective; rank 0 saves them).
+nn::StateDict gathered_state(nn::GPT& model) {
+  distributed::ProcessGroup& pg = distributed::default_group();
+  nn::StateDict sd = model.state_dict();
+  const int64_t E = model.config().n_experts, per_rank = E / pg.size();
+  for (size_t i = 0; i < model.blocks.size(); ++i) {
+    const std::string prefix = "blocks." + std::to_string(i) + ".mlp.experts.";
+    const int64_t first = model.blocks[i].moe->first_local_expert();
+    for (const char* kind : {"up.weight", "up.bias", "down.weight", "down.bias"}) {
+      std::vector<Tensor> local;
+      for (int64_t j = 0; j < per_rank; ++j) local.push_back(sd.at(prefix + std::to_string(first + j) + "." + kind));
+      const Tensor mine = stack(local);
+      Shape sizes = mine.sizes();
+      sizes[0] = E;
+      Tensor all = empty(sizes, mine.dtype());
+      pg.all_gather(all, mine);
+      for (int64_t e = 0; e < E; ++e) sd[prefix + std::to_string(e) + "." + kind] = all.select(0, e).clone();
+    }
+  }
+  return sd;
+}
+
 // `kiln train --nproc N` in the launcher: N ranks of this same command line.
 void launch_data_parallel(const TrainArgs& a) {
   check(a.batch % a.nproc == 0, "train", "--batch ", a.batch, " must be a multiple of --nproc ", a.nproc,
@@ -130,6 +153,12 @@ void run(const TrainArgs& a) {
     check(distributed::get_world_size() == a.nproc, "train", "--nproc ", a.nproc, " but the job has ",
           distributed::get_world_size(), " ranks");
   }
+  // Experts are sharded over the ranks: each rank holds n_experts / nproc.
+  const bool sharded_experts = a.nproc > 1 && a.experts > 0;
+  check(!sharded_experts || a.experts % a.nproc == 0, "train", "--experts ", a.experts,
+        " must be a multiple of --nproc ", a.nproc, " (each rank holds an equal share of the experts)");
+  check(!(sharded_experts && a.resume), "train", "--resume of a run with --experts and --nproc is not supported yet "
+        "(its checkpoint holds no optimizer state for the sharded experts); resume it with --nproc 1");
   const bool rank0 = !distributed::is_initialized() || distributed::get_rank() == 0;
   if (rank0) check_checkpoint_destination(a.out, a.resume, a.overwrite);
   check(a.resume || a.width % a.heads == 0, "train", "--width ", a.width, " must be a multiple of --heads ", a.heads);
@@ -145,6 +174,8 @@ void run(const TrainArgs& a) {
 
   nn::GPTConfig cfg;
   cfg.block_size = a.context, cfg.n_layer = a.layers, cfg.n_head = a.heads, cfg.n_embd = a.width;
+  cfg.n_experts = a.experts;
+  distributed::ProcessGroup* expert_group = sharded_experts ? &distributed::default_group() : nullptr;
   TrainState st{0, static_cast<uint64_t>(a.seed)};
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::AdamW> opt;
@@ -164,14 +195,20 @@ void run(const TrainArgs& a) {
     manual_seed(static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(st.step));  // fresh batches, not a replay
     if (rank0) std::cerr << "resumed from " << a.out << " at step " << st.step << "\n";
   } else {
-    model = std::make_unique<nn::GPT>(cfg);
+    model = std::make_unique<nn::GPT>(cfg, expert_group);
     opt = make_opt(*model);
   }
   std::unique_ptr<nn::DistributedDataParallel> ddp;
-  if (distributed::is_initialized()) ddp = std::make_unique<nn::DistributedDataParallel>(*model);
+  if (distributed::is_initialized())
+    ddp = std::make_unique<nn::DistributedDataParallel>(
+        *model, distributed::default_group(), 25.0,
+        sharded_experts ? std::function<bool(const std::string&)>(nn::MoE::is_expert_parameter) : nullptr);
   if (rank0)
     std::cerr << "model: " << model->num_parameters() << " parameters (" << cfg.n_layer << " layers, " << cfg.n_head
-            << " heads, width " << cfg.n_embd << ", context " << cfg.block_size << "), " << get_num_threads()
+            << " heads, width " << cfg.n_embd << ", context " << cfg.block_size
+            << (cfg.n_experts ? ", " + std::to_string(cfg.n_experts) + " experts (top " +
+                                    std::to_string(cfg.expert_top_k) + ")" : std::string())
+            << (sharded_experts ? " sharded over the ranks" : "") << "), " << get_num_threads()
             << " threads" << (ddp ? " per rank, " + std::to_string(a.nproc) + " ranks" : "") << "\n";
 
   auto loss_of = [&](const Tensor& x, const Tensor& y) {
@@ -219,10 +256,15 @@ void run(const TrainArgs& a) {
       const double val = eval_loss(*model, data, a);
       check(std::isfinite(val), "train", "the validation loss is ", val, " at step ", st.step + 1, ": stopping; '",
             a.out, "' keeps its last finite state");
+      const TrainState saved{st.step + 1, st.seed};
+      if (sharded_experts) {
+        const nn::StateDict all = gathered_state(*model);  // collective
+        if (rank0) save_checkpoint(a.out, all, cfg, nullptr, saved);
+      }
       if (rank0) {
         std::cout << "step " << st.step + 1 << ": train loss " << loss_ema << ", validation loss " << val
                   << " nats/char (" << hms(elapsed) << ")" << std::endl;
-        save_checkpoint(a.out, *model, opt.get(), TrainState{st.step + 1, st.seed});
+        if (!sharded_experts) save_checkpoint(a.out, *model, opt.get(), saved);
       }
     }
     if (last) {
@@ -251,7 +293,10 @@ void add_train(CLI::App& app, bool execute) {
       {"--width", add_int_flag(*cmd, "--width", a->width, 1, 1 << 16, "embedding width"), &a->width,
        &nn::GPTConfig::n_embd},
       {"--context", add_int_flag(*cmd, "--context", a->context, 1, 1 << 20, "context length"), &a->context,
-       &nn::GPTConfig::block_size}};
+       &nn::GPTConfig::block_size},
+      {"--experts", add_int_flag(*cmd, "--experts", a->experts, 0, 1024,
+                                 "mixture-of-experts MLPs with this many experts, 2 per token (0: dense)"),
+       &a->experts, &nn::GPTConfig::n_experts}};
   add_int_flag(*cmd, "--steps", a->steps, 1, int64_t{1} << 40, "optimizer steps in total");
   add_int_flag(*cmd, "--batch", a->batch, 1, 1 << 20, "sequences per step");
   add_real_flag(*cmd, "--lr", a->lr, 1e-12, 1e3, "peak learning rate");

@@ -31,6 +31,9 @@ const GPTConfig& validated(const GPTConfig& c) {
   check(c.n_embd >= 1, "GPT", "n_embd must be >= 1 but got ", c.n_embd);
   check(c.n_embd % c.n_head == 0, "GPT", "n_embd (", c.n_embd, ") must be a multiple of n_head (", c.n_head, ")");
   check(c.dropout >= 0 && c.dropout < 1, "GPT", "dropout must be in [0, 1) but got ", c.dropout);
+  check(c.n_experts >= 0, "GPT", "n_experts must be >= 0 but got ", c.n_experts);
+  check(c.n_experts == 0 || (c.expert_top_k >= 1 && c.expert_top_k <= c.n_experts), "GPT", "expert_top_k ",
+        c.expert_top_k, " must be in [1, n_experts = ", c.n_experts, "]");
   return c;
 }
 
@@ -100,27 +103,40 @@ MLP::MLP(const GPTConfig& c) : fc(c.n_embd, 4 * c.n_embd), proj(4 * c.n_embd, c.
 
 Tensor MLP::forward(const Tensor& x) { return proj(gelu(fc(x), "tanh")); }
 
-Block::Block(const GPTConfig& c) : ln1(c.n_embd), attn(c), ln2(c.n_embd), mlp(c) {
+Block::Block(const GPTConfig& c, distributed::ProcessGroup* expert_group) : ln1(c.n_embd), attn(c), ln2(c.n_embd) {
   register_module("ln1", &ln1);
   register_module("attn", &attn);
   register_module("ln2", &ln2);
-  register_module("mlp", &mlp);
+  if (c.n_experts == 0) {
+    mlp = std::make_unique<MLP>(c);
+    register_module("mlp", mlp.get());
+    return;
+  }
+  // Each expert initialised as the MLP is.
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  moe = std::make_unique<MoE>(c.n_embd, c.n_experts, c.expert_top_k, 4 * c.n_embd, expert_group, [&](Expert& e) {
+    gpt2_init(e.up, 0.02);
+    gpt2_init(e.down, proj_std);
+  });
+  register_module("mlp", moe.get());
 }
 
 Tensor Block::forward(const Tensor& x) {
   const Tensor h = x + attn(ln1(x));
-  return h + mlp(ln2(h));
+  const Tensor n = ln2(h);
+  return h + (mlp ? (*mlp)(n) : (*moe)(n));
 }
 
 Tensor Block::forward_cached(const Tensor& x, KVCache& cache, size_t layer) {
   const Tensor h = x + attn.forward_cached(ln1(x), cache, layer);
-  return h + mlp(ln2(h));
+  const Tensor n = ln2(h);
+  return h + (mlp ? (*mlp)(n) : (*moe)(n));
 }
 
-GPT::GPT(const GPTConfig& c) : wte(validated(c).vocab_size, c.n_embd), wpe(c.block_size, c.n_embd), ln_f(c.n_embd), cfg_(c) {
+GPT::GPT(const GPTConfig& c, distributed::ProcessGroup* expert_group) : wte(validated(c).vocab_size, c.n_embd), wpe(c.block_size, c.n_embd), ln_f(c.n_embd), cfg_(c) {
   register_module("wte", &wte);
   register_module("wpe", &wpe);
-  for (int64_t i = 0; i < c.n_layer; ++i) blocks.push_back(std::make_shared<Block>(c));
+  for (int64_t i = 0; i < c.n_layer; ++i) blocks.push_back(std::make_shared<Block>(c, expert_group));
   register_module("blocks", &blocks);
   register_module("ln_f", &ln_f);
   init::normal_(wte.weight, 0.0, 0.02);
@@ -135,10 +151,21 @@ std::map<std::string, Shape> GPT::state_shapes(const GPTConfig& cfg) {
   const std::pair<const char*, Shape> block[] = {
       {"ln1.weight", {C}}, {"ln1.bias", {C}}, {"ln2.weight", {C}}, {"ln2.bias", {C}},
       {"attn.qkv.weight", {3 * C, C}}, {"attn.qkv.bias", {3 * C}}, {"attn.proj.weight", {C, C}},
-      {"attn.proj.bias", {C}}, {"mlp.fc.weight", {4 * C, C}}, {"mlp.fc.bias", {4 * C}},
-      {"mlp.proj.weight", {C, 4 * C}}, {"mlp.proj.bias", {C}}};
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    for (const auto& [name, shape] : block) s.emplace("blocks." + std::to_string(i) + "." + name, shape);
+      {"attn.proj.bias", {C}}};
+  const std::pair<const char*, Shape> mlp[] = {
+      {"fc.weight", {4 * C, C}}, {"fc.bias", {4 * C}}, {"proj.weight", {C, 4 * C}}, {"proj.bias", {C}}};
+  const std::pair<const char*, Shape> expert[] = {
+      {"up.weight", {4 * C, C}}, {"up.bias", {4 * C}}, {"down.weight", {C, 4 * C}}, {"down.bias", {C}}};
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    for (const auto& [name, shape] : block) s.emplace(b + name, shape);
+    if (c.n_experts == 0)
+      for (const auto& [name, shape] : mlp) s.emplace(b + "mlp." + name, shape);
+    else
+      s.emplace(b + "mlp.router.weight", Shape{c.n_experts, C});
+    for (int64_t e = 0; e < c.n_experts; ++e)
+      for (const auto& [name, shape] : expert) s.emplace(b + "mlp.experts." + std::to_string(e) + "." + name, shape);
+  }
   return s;
 }
 
