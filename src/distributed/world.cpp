@@ -220,38 +220,33 @@ DistributedError World::peer_error(const char* op, int peer, int64_t timeout_ms,
                                  " ", if_alive));
 }
 
-void World::put_signal(int dst, int channel, int64_t timeout_ms, const char* op) {
+void World::flip_slot(bool in_peers_pad, uint32_t from, uint32_t to, std::memory_order order, int peer, int channel,
+                      int64_t timeout_ms, const char* op, const std::string& what, const char* if_alive) {
   const int W = env_.world_size;
-  check(dst >= 0 && dst < W, op, "rank ", dst, " is not in the world of ", W);
+  check(peer >= 0 && peer < W, op, "rank ", peer, " is not in the world of ", W);
   check(channel >= 0 && channel < symm_mem::kNumChannels, op, "channel ", channel, " is not in [0, ",
         symm_mem::kNumChannels, ")");
-  std::atomic_ref<uint32_t> slot(signal_pad(dst)[channel * W + rank()]);
+  // The slot of (channel, source) in the destination's pad.
+  std::atomic_ref<uint32_t> slot(in_peers_pad ? signal_pad(peer)[channel * W + rank()]
+                                              : signal_pad(rank())[channel * W + peer]);
   const int64_t ms = resolve_timeout(timeout_ms);
   const bool ok = wait_for(
       [&] {
-        uint32_t expected = 0;
-        return slot.compare_exchange_strong(expected, 1, std::memory_order_release, std::memory_order_relaxed);
+        uint32_t expected = from;
+        return slot.compare_exchange_strong(expected, to, order, std::memory_order_relaxed);
       },
-      Clock::now() + std::chrono::milliseconds(ms), [&] { return process_gone(header(dst).pid); });
-  if (!ok) throw peer_error(op, dst, ms, concat("to signal rank ", dst, " on channel ", channel),
-                            "did not take the previous signal (hung?)");
+      Clock::now() + std::chrono::milliseconds(ms), [&] { return process_gone(header(peer).pid); });
+  if (!ok) throw peer_error(op, peer, ms, what + concat(" on channel ", channel), if_alive);
+}
+
+void World::put_signal(int dst, int channel, int64_t timeout_ms, const char* op) {
+  flip_slot(true, 0, 1, std::memory_order_release, dst, channel, timeout_ms, op, concat("to signal rank ", dst),
+            "did not take the previous signal (hung?)");
 }
 
 void World::wait_signal(int src, int channel, int64_t timeout_ms, const char* op) {
-  const int W = env_.world_size;
-  check(src >= 0 && src < W, op, "rank ", src, " is not in the world of ", W);
-  check(channel >= 0 && channel < symm_mem::kNumChannels, op, "channel ", channel, " is not in [0, ",
-        symm_mem::kNumChannels, ")");
-  std::atomic_ref<uint32_t> slot(signal_pad(rank())[channel * W + src]);
-  const int64_t ms = resolve_timeout(timeout_ms);
-  const bool ok = wait_for(
-      [&] {
-        uint32_t expected = 1;
-        return slot.compare_exchange_strong(expected, 0, std::memory_order_acquire, std::memory_order_relaxed);
-      },
-      Clock::now() + std::chrono::milliseconds(ms), [&] { return process_gone(header(src).pid); });
-  if (!ok) throw peer_error(op, src, ms, concat("for a signal from rank ", src, " on channel ", channel),
-                            "did not answer (hung?)");
+  flip_slot(false, 1, 0, std::memory_order_acquire, src, channel, timeout_ms, op, concat("for a signal from rank ", src),
+            "did not answer (hung?)");
 }
 
 void World::barrier(int channel, int64_t timeout_ms, const char* op) {
