@@ -54,7 +54,9 @@ Shape row_shape(const Tensor& t) { return t.dim() == 0 ? Shape{} : Shape(t.sizes
 class SymmGroup final : public ProcessGroup {
  public:
   SymmGroup() : w_(World::get()) {
-    scratch_ = w_.allocate(env_bytes("KILN_SYMM_SCRATCH_MB", 256) << 20);
+    // 256 MiB, or a quarter of a smaller heap.
+    scratch_ = w_.allocate(env_bytes("KILN_SYMM_SCRATCH_MB", std::clamp<size_t>(w_.heap_bytes() >> 22, 1, 256)) << 20);
+    check(scratch_.bytes > kSplitsBytes, "distributed.init_process_group", "KILN_SYMM_SCRATCH_MB must be at least 1");
     one_shot_max_ = env_bytes("KILN_SYMM_ONE_SHOT_MAX_BYTES", default_one_shot_max(size()));
     w_.barrier(0, 0, "distributed.init_process_group");
   }

@@ -23,8 +23,10 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -112,6 +114,17 @@ std::string segment_name(const std::string& secret, int rank) {
   return "/kiln-" + secret + "-" + std::to_string(rank);
 }
 
+// 1 GiB, or less where /dev/shm is small (a container's is often 64 MiB):
+// at most half of it per local rank. Pages count only once written, but a
+// write past /dev/shm's size is a SIGBUS. From the size, not the free space,
+// so every rank computes the same.
+int64_t default_heap_mb(int local_world_size) {
+  struct statvfs st {};
+  if (::statvfs("/dev/shm", &st) != 0) return 1024;
+  const uint64_t total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  return std::clamp<int64_t>(static_cast<int64_t>(total / 2 / std::max(1, local_world_size) >> 20), 1, 1024);
+}
+
 bool process_gone(int32_t pid) { return pid > 0 && ::kill(pid, 0) == -1 && errno == ESRCH; }
 
 // Polls `done` until it holds, the deadline passes, or `peer_gone` says the
@@ -143,7 +156,7 @@ World& World::get() {
 World::World() : env_(job_env()) {
   const char* op = "distributed.init";
   if (env_.secret.empty()) env_.secret = random_secret();  // a world of one, started by hand
-  const int64_t heap_mb = env_int("KILN_SYMM_HEAP_MB", 1024);
+  const int64_t heap_mb = env_int("KILN_SYMM_HEAP_MB", default_heap_mb(env_.local_world_size));
   segment_bytes_ = kHeapOffset + static_cast<size_t>(heap_mb) * (size_t{1} << 20);
   check(kPadOffset + signal_pad_bytes() <= kHeapOffset, op, "world size ", env_.world_size, " is too large");
   const int W = env_.world_size, me = env_.rank;
