@@ -86,6 +86,23 @@ Tensor one_shot_all_reduce(const Tensor& input, const std::string& reduce_op = "
 // every rank moves 2 (W-1)/W of the data (bandwidth-optimal).
 Tensor& two_shot_all_reduce_(Tensor& input, const std::string& reduce_op = "sum");
 
+// Mixture-of-experts token exchange on symmetric buffers (PyTorch's
+// all_to_all_vdev): input, out and the split tensors all come from
+// symm_mem::empty; input_splits (int64 [W]) says how many rows of input go
+// to each rank, in rank order. Fills out with the rows every rank sends
+// here, in rank order, and out_splits_offsets (int64 [2, W]) with how many
+// came from each rank and where in out they start.
+void all_to_all_vdev(const Tensor& input, Tensor& out, const Tensor& input_splits, Tensor& out_splits_offsets);
+// The 2-D form: input_splits (int64 [W * E], E experts per rank) is
+// rank-major (the rows for rank r's expert e at r * E + e); out is
+// expert-major: for each local expert e, the rows from rank 0, 1, ..., W-1,
+// each expert's block starting at a multiple of major_align rows (padding
+// rows between are left as they were). out_splits_offsets (int64
+// [2, E * W]) gets the rows and start of each (expert e, source r) at
+// e * W + r.
+void all_to_all_vdev_2d(const Tensor& input, Tensor& out, const Tensor& input_splits, Tensor& out_splits_offsets,
+                        int64_t major_align = 1);
+
 // Channels kiln's collectives and point-to-point use for their own
 // signals (0 to 3); user barriers and signals on them while those run would
 // consume their signals.

@@ -259,3 +259,81 @@ TEST(SymmetricMemory, NoSegmentNameOutlivesTheSetUp) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   EXPECT_LT(fd, 0) << name << " is still in /dev/shm: another process of this user could map it";
 }
+
+// Rank r sends count(r, p) rows to rank p, each tagged (sender, receiver,
+// row): every row must land at the offset out_splits_offsets gives, in rank
+// order; zero-row sends included.
+TEST(SymmetricMemory, AllToAllVdevDeliversRowsAndReportsSplitsAndOffsets) {
+  const int W = world();
+  auto count = [](int r, int p) { return static_cast<int64_t>((3 * r + 5 * p) % 4); };
+  int64_t sent = 0, received = 0;
+  for (int p = 0; p < W; ++p) sent += count(me(), p), received += count(p, me());
+  // Symmetric buffers have one size on every rank: room for the most rows.
+  Tensor in = symm_mem::empty({3 * W, 3}), out = symm_mem::empty({3 * W + 2, 3});
+  Tensor splits = symm_mem::empty({W}, kInt64), so = symm_mem::empty({2, W}, kInt64);
+  out.fill_(-1.0);
+  int64_t row = 0;
+  for (int p = 0; p < W; ++p) {
+    splits.data_ptr<int64_t>()[p] = count(me(), p);
+    for (int64_t k = 0; k < count(me(), p); ++k, ++row)
+      for (int c = 0; c < 3; ++c) in.data_ptr<float>()[3 * row + c] = static_cast<float>(c == 0 ? me() : c == 1 ? p : k);
+  }
+  symm_mem::all_to_all_vdev(in, out, splits, so);
+  int64_t at = 0;
+  for (int p = 0; p < W; ++p) {
+    EXPECT_EQ(so.data_ptr<int64_t>()[p], count(p, me())) << "split from rank " << p;
+    EXPECT_EQ(so.data_ptr<int64_t>()[W + p], at) << "offset of rank " << p;
+    for (int64_t k = 0; k < count(p, me()); ++k, ++at) {
+      const float* r = out.data_ptr<float>() + 3 * at;
+      EXPECT_TRUE(r[0] == p && r[1] == me() && r[2] == k) << "row " << at << ": " << r[0] << " " << r[1] << " " << r[2];
+    }
+  }
+  EXPECT_EQ(out.data_ptr<float>()[3 * at], -1.0f) << "a row past the received ones was written";
+  EXPECT_LE(sent, 3 * W);
+  // Too small an output is an error on the receiving rank after the exchange (no hang).
+  Tensor small = symm_mem::empty({1, 3});
+  bool too_small = received > 1, refused = false;
+  try {
+    symm_mem::all_to_all_vdev(in, small, splits, so);
+  } catch (const Error& e) {
+    refused = std::string(e.what()).find("need") != std::string::npos;
+  }
+  EXPECT_EQ(refused, too_small);
+}
+
+// The expert-major form: E = 2 experts per rank, rank r sends count(r, p, e)
+// rows for rank p's expert e; rank p's out holds, per local expert, the
+// rows from ranks 0..W-1, each expert's block starting at a multiple of 4.
+TEST(SymmetricMemory, AllToAllVdev2dLaysRowsOutExpertMajorWithAlignment) {
+  const int W = world();
+  const int64_t E = 2, align = 4;
+  auto count = [](int r, int p, int64_t e) { return static_cast<int64_t>((r + 2 * p + 3 * e) % 3); };
+  int64_t sent = 0;
+  for (int p = 0; p < W; ++p)
+    for (int64_t e = 0; e < E; ++e) sent += count(me(), p, e);
+  Tensor in = symm_mem::empty({2 * W * E, 2}), out = symm_mem::empty({E * (align + 2 * W), 2});
+  Tensor splits = symm_mem::empty({W * E}, kInt64), so = symm_mem::empty({2, E * W}, kInt64);
+  int64_t row = 0;
+  for (int p = 0; p < W; ++p)
+    for (int64_t e = 0; e < E; ++e) {
+      splits.data_ptr<int64_t>()[p * E + e] = count(me(), p, e);
+      for (int64_t k = 0; k < count(me(), p, e); ++k, ++row) {
+        in.data_ptr<float>()[2 * row] = static_cast<float>(100 * me() + 10 * p + e);
+        in.data_ptr<float>()[2 * row + 1] = static_cast<float>(k);
+      }
+    }
+  ASSERT_LE(sent, 2 * W * E);
+  symm_mem::all_to_all_vdev_2d(in, out, splits, so, align);
+  int64_t at = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    at = (at + align - 1) / align * align;
+    for (int r = 0; r < W; ++r) {
+      EXPECT_EQ(so.data_ptr<int64_t>()[e * W + r], count(r, me(), e));
+      EXPECT_EQ(so.data_ptr<int64_t>()[E * W + e * W + r], at);
+      for (int64_t k = 0; k < count(r, me(), e); ++k, ++at) {
+        EXPECT_EQ(out.data_ptr<float>()[2 * at], static_cast<float>(100 * r + 10 * me() + e)) << "row " << at;
+        EXPECT_EQ(out.data_ptr<float>()[2 * at + 1], static_cast<float>(k)) << "row " << at;
+      }
+    }
+  }
+}
