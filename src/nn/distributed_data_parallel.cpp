@@ -1,7 +1,5 @@
 // See include/kiln/data_parallel.h.
-#include <cstring>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "kiln/autograd.h"
@@ -75,6 +73,10 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     }
   }
   State& s = *state_;
+  // The hooks hold the state weakly: a parameter outliving this object
+  // keeps no reducer alive (and no cycle parameter -> hook -> parameter),
+  // and its hooks do nothing once this object is gone.
+  std::weak_ptr<State> weak = state_;
   const double inv_world = 1.0 / group.size();
   for (auto& np : module.named_parameters()) {
     if (!np.second.requires_grad()) continue;
@@ -84,7 +86,7 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     }
     // On each incoming gradient (not the accumulated .grad, which may hold
     // earlier, already scaled backwards).
-    np.second.register_hook([inv_world](const Tensor& g) { return g * inv_world; });
+    np.second.register_hook([weak, inv_world](const Tensor& g) { return weak.expired() ? Tensor() : g * inv_world; });
   }
   s.has_grad.assign(s.params.size(), false);
   s.bucket_of.assign(s.params.size(), 0);
@@ -104,9 +106,6 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     s.buckets.back().numel += p.numel();
     s.bucket_of[i] = s.buckets.size() - 1;
   }
-  // The hooks hold the state weakly: a parameter outliving this object
-  // keeps no reducer alive (and no cycle parameter -> hook -> parameter).
-  std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < s.params.size(); ++i)
     s.params[i].second.register_post_accumulate_grad_hook([weak, i](const Tensor&) {
       if (auto st = weak.lock()) st->on_grad(i);

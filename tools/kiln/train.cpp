@@ -7,11 +7,10 @@
 // reports and saves.
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "app.h"
@@ -130,6 +129,26 @@ nn::StateDict gathered_state(nn::GPT& model) {
   return sd;
 }
 
+// clip_grad_norm_ when the experts are sharded: the norm is over every
+// rank's experts and the shared parameters once, so every rank scales by the
+// same factor (each rank's own norm would let the shared parameters drift
+// apart across ranks).
+void clip_sharded_grad_norm(nn::GPT& model, double max_norm) {
+  NoGradGuard no_grad;
+  double shared = 0, local = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (!p.grad().defined()) continue;
+    const double sq = sum(p.grad() * p.grad()).item<double>();
+    (nn::MoE::is_expert_parameter(name) ? local : shared) += sq;
+  }
+  Tensor t = full({1}, local);
+  distributed::default_group().all_reduce(t, distributed::ReduceOp::Sum);
+  const double coef = max_norm / (std::sqrt(shared + t.item<double>()) + 1e-6);
+  if (coef >= 1) return;
+  for (const Tensor& p : model.parameters())
+    if (p.grad().defined()) p.grad().mul_(coef);
+}
+
 // `kiln train --nproc N` in the launcher: N ranks of this same command line.
 void launch_data_parallel(const TrainArgs& a) {
   check(a.batch % a.nproc == 0, "train", "--batch ", a.batch, " must be a multiple of --nproc ", a.nproc,
@@ -221,7 +240,8 @@ void run(const TrainArgs& a) {
     Tensor loss = loss_of(x, y);
     opt->zero_grad();
     loss.backward();
-    optim::clip_grad_norm_(model->parameters(), a.clip);
+    if (sharded_experts) clip_sharded_grad_norm(*model, a.clip);
+    else optim::clip_grad_norm_(model->parameters(), a.clip);
     opt->step();
     return loss;
   };
