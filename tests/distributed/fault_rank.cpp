@@ -2,7 +2,8 @@
 // (MODE setup), or at a random moment while both ranks run the collective
 // MODE names in a loop (one_shot, two_shot, barrier, signal, all_reduce:
 // the process group's, after which rank 0 destroys the group), so in the
-// middle of one. Rank 0 must get a DistributedError naming rank 1 and the
+// middle of one. MODE hang: rank 1 stops (SIGSTOP) instead, and rank 0
+// must time out naming it and exit 3. Rank 0 must get a DistributedError naming rank 1 and the
 // operation within the timeout (KILN_DIST_TIMEOUT_MS), never hang. Rank 0
 // ignores the launcher's SIGTERM so it can report; it exits 0 when the
 // error was right.
@@ -30,9 +31,9 @@ int main(int argc, char** argv) {
     Tensor x = symm_mem::empty({1 << 16});
     auto h = symm_mem::rendezvous(x);
     if (env.rank == 1) {
-      std::thread([] {
+      std::thread([hang = mode == "hang"] {
         std::this_thread::sleep_for(std::chrono::microseconds(std::random_device()() % 50000));
-        ::raise(SIGKILL);
+        ::raise(hang ? SIGSTOP : SIGKILL);
       }).detach();
     }
     if (mode != "setup") start = std::chrono::steady_clock::now();
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
       x.fill_(1.0);
       if (mode == "one_shot") symm_mem::one_shot_all_reduce(x);
       else if (mode == "two_shot") symm_mem::two_shot_all_reduce_(x);
-      else if (mode == "barrier") h->barrier();
+      else if (mode == "barrier" || mode == "hang") h->barrier();
       else if (mode == "all_reduce") {
         if (!is_initialized()) init_process_group("auto");
         default_group().all_reduce(x);
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
     const std::string op = mode == "setup" ? "distributed.init" : mode == "signal" ? "_signal" : mode;
     std::cout << "rank 0 after " << s << " s: " << m << "\n";
     if (mode == "all_reduce") destroy_process_group();  // a survivor ends its group and exits cleanly
+    // A hung (stopped) peer: found by the timeout; exit non-zero so the
+    // launcher stops it (SIGKILL ends a stopped process).
+    if (mode == "hang") return m.find("rank 1 ") != std::string::npos && m.find("(hung?)") != std::string::npos ? 3 : 1;
     // all_reduce: rank 1 may die before the group's set-up ends
     const bool names_op = m.find(op) != std::string::npos ||
                           (mode == "all_reduce" && m.find("init_process_group") != std::string::npos);
