@@ -19,10 +19,9 @@ const uint8_t* on_rank(World& w, const Tensor& t, int r) {
   return w.heap(r) + (static_cast<const uint8_t*>(t.raw_data()) - w.heap(w.rank()));
 }
 
-void check_symmetric(World& w, const Tensor& t, const char* name, const char* what) {
+void check_symmetric(const Tensor& t, const char* name, const char* what) {
   check(t.is_contiguous(), name, what, " must be contiguous (got sizes ", shape_str(t.sizes()), ")");
-  detail::block_of(w, t, name);
-  rendezvous(t);  // every rank offers the same buffer
+  detail::rendezvous(t, name);  // in the heap, and every rank offers the same buffer
 }
 
 struct Exchange {
@@ -47,7 +46,7 @@ Exchange start(const Tensor& input, Tensor& out, const Tensor& input_splits, Ten
         dtype_name(out_splits_offsets.dtype()), " ", shape_str(out_splits_offsets.sizes()));
   for (auto [t, what] : {std::pair<const Tensor*, const char*>{&input, "input"}, {&out, "out"},
                          {&input_splits, "input_splits"}, {&out_splits_offsets, "out_splits_offsets"}})
-    check_symmetric(w, *t, name, what);
+    check_symmetric(*t, name, what);
   int64_t sent = 0;
   const int64_t* mine = input_splits.data_ptr<int64_t>();
   for (int64_t i = 0; i < input_splits.numel(); ++i) {

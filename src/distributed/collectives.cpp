@@ -96,11 +96,11 @@ std::vector<const uint8_t*> peer_buffers(World& w, const Tensor& t, ReduceOp op,
   detail::check_reduction(t.dtype(), op, name);
   check(t.is_contiguous(), name, "expects a contiguous tensor (got sizes ", shape_str(t.sizes()), ", strides ",
         shape_str(t.strides()), ")");
-  const World::Block b = detail::block_of(w, t, name);
-  rendezvous(t);  // checks every rank offers the same buffer (once per buffer)
-  const size_t within = static_cast<size_t>(static_cast<const uint8_t*>(t.raw_data()) - w.heap(w.rank())) - b.offset;
+  // Checks every rank offers the same buffer; t may start inside it.
+  const std::vector<void*> buffers = detail::rendezvous(t, name)->buffer_ptrs();
+  const auto within = static_cast<const uint8_t*>(t.raw_data()) - static_cast<const uint8_t*>(buffers[w.rank()]);
   std::vector<const uint8_t*> bases;
-  for (int r = 0; r < w.world_size(); ++r) bases.push_back(w.heap(r) + b.offset + within);
+  for (void* b : buffers) bases.push_back(static_cast<const uint8_t*>(b) + within);
   return bases;
 }
 

@@ -84,26 +84,34 @@ Tensor empty(Shape sizes, DType dtype) {
   return from_blob(w.heap(w.rank()) + offset, std::move(sizes), dtype, [offset](void*) { World::get().release(offset); });
 }
 
-std::shared_ptr<SymmetricMemory> rendezvous(const Tensor& t) {
-  const char* op = "symm_mem.rendezvous";
+std::shared_ptr<SymmetricMemory> rendezvous(const Tensor& t) { return detail::rendezvous(t, "symm_mem.rendezvous"); }
+
+}  // namespace kiln::distributed::symm_mem
+
+namespace kiln::distributed::detail {
+
+using symm_mem::Handle;
+using kiln::detail::concat;
+
+std::shared_ptr<symm_mem::SymmetricMemory> rendezvous(const Tensor& t, const char* op) {
   World& w = World::get();
-  const World::Block b = detail::block_of(w, t, op);
+  const World::Block b = block_of(w, t, op);
   // Handles are cached per allocation (serial numbers match across ranks),
   // so the checking exchange below runs once per buffer.
   static std::mutex mu;
-  static std::unordered_map<uint64_t, std::shared_ptr<SymmetricMemory>> cache;
+  static std::unordered_map<uint64_t, std::shared_ptr<symm_mem::SymmetricMemory>> cache;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(b.serial); it != cache.end()) return it->second;
   }
-  detail::SegmentHeader& mine = w.header(w.rank());
+  SegmentHeader& mine = w.header(w.rank());
   mine.rendezvous_serial = b.serial;
   mine.rendezvous_offset = b.offset;
   mine.rendezvous_bytes = b.bytes;
   w.barrier(0, 0, op);  // every rank's slot written (the signals order the writes)
   std::string mismatch;
   for (int r = 0; r < w.world_size() && mismatch.empty(); ++r) {
-    const detail::SegmentHeader& h = w.header(r);
+    const SegmentHeader& h = w.header(r);
     if (h.rendezvous_offset != b.offset || h.rendezvous_bytes != b.bytes || h.rendezvous_serial != b.serial)
       mismatch = concat("rank ", r, " offers the buffer at offset ", h.rendezvous_offset, " of ", h.rendezvous_bytes,
                         " bytes (allocation ", h.rendezvous_serial, "), rank ", w.rank(), " the one at ", b.offset,
@@ -120,10 +128,6 @@ std::shared_ptr<SymmetricMemory> rendezvous(const Tensor& t) {
   cache[b.serial] = h;
   return h;
 }
-
-}  // namespace kiln::distributed::symm_mem
-
-namespace kiln::distributed::detail {
 
 World::Block block_of(World& w, const Tensor& t, const char* op) {
   check(t.defined() && t.device().type() == DeviceType::CPU, op, "expects a CPU tensor from symm_mem::empty");
