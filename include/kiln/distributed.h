@@ -31,6 +31,8 @@ struct JobEnv {
   std::string secret;  // names the job's shared-memory segments
 };
 JobEnv job_env();
+// A fresh random job secret (32 hex digits), as `kiln run` gives its ranks.
+std::string new_job_secret();
 
 // The default timeout of every wait, in milliseconds (30 s unless
 // KILN_DIST_TIMEOUT_MS says otherwise); a call's own timeout overrides it.

@@ -6,7 +6,6 @@
 // go through it in pieces where the collective allows (all_reduce,
 // broadcast, send/recv).
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -27,15 +26,6 @@ constexpr int kDataReady = 2, kDataTaken = 3;
 // The first bytes of the scratch block hold this rank's all_to_all_v splits.
 constexpr size_t kSplitsBytes = 8192;
 
-size_t env_bytes(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const unsigned long long x = std::strtoull(v, &end, 10);
-  check(*end == 0, "distributed", name, "='", v, "' is not a byte count");
-  return static_cast<size_t>(x);
-}
-
 // What a collective works on: t itself when contiguous, else a contiguous
 // copy that finish() writes back.
 struct Contiguous {
@@ -55,9 +45,11 @@ class SymmGroup final : public ProcessGroup {
  public:
   SymmGroup() : w_(World::get()) {
     // 256 MiB, or a quarter of a smaller heap.
-    scratch_ = w_.allocate(env_bytes("KILN_SYMM_SCRATCH_MB", std::clamp<size_t>(w_.heap_bytes() >> 22, 1, 256)) << 20);
+    const int64_t scratch_mb = std::clamp<int64_t>(static_cast<int64_t>(w_.heap_bytes() >> 22), 1, 256);
+    scratch_ = w_.allocate(static_cast<size_t>(detail::env_count("KILN_SYMM_SCRATCH_MB", scratch_mb, 1 << 20)) << 20);
     check(scratch_.bytes > kSplitsBytes, "distributed.init_process_group", "KILN_SYMM_SCRATCH_MB must be at least 1");
-    one_shot_max_ = env_bytes("KILN_SYMM_ONE_SHOT_MAX_BYTES", default_one_shot_max(size()));
+    one_shot_max_ = static_cast<size_t>(detail::env_count(
+        "KILN_SYMM_ONE_SHOT_MAX_BYTES", static_cast<int64_t>(default_one_shot_max(size())), int64_t{1} << 50));
     w_.barrier(0, 0, "distributed.init_process_group");
   }
   ~SymmGroup() override {

@@ -46,16 +46,12 @@ constexpr uint64_t kMagic = 0x6b696c6e73796d6dULL;  // "kilnsymm"
 std::atomic<int64_t> g_default_timeout_ms{-1};
 
 int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end || x < 0 || x > (1 << 20))
-    throw DistributedError(concat("[distributed] ", name, "='", v, "' is not a count"));
-  return static_cast<int>(x);
+  return static_cast<int>(detail::env_count(name, fallback, 1 << 20));
 }
 
-std::string random_secret() {
+}  // namespace
+
+std::string new_job_secret() {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
   unsigned char bytes[16] = {};
   urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes);
@@ -66,7 +62,20 @@ std::string random_secret() {
   return s;
 }
 
-}  // namespace
+namespace detail {
+
+int64_t env_count(const char* name, int64_t fallback, int64_t max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (*end || errno || x < 0 || x > max)
+    throw DistributedError(concat("[distributed] ", name, "='", v, "' is not a count in [0, ", max, "]"));
+  return x;
+}
+
+}  // namespace detail
 
 JobEnv job_env() {
   JobEnv e;
@@ -89,7 +98,7 @@ JobEnv job_env() {
 int64_t default_timeout_ms() {
   int64_t t = g_default_timeout_ms.load(std::memory_order_relaxed);
   if (t < 0) {
-    t = env_int("KILN_DIST_TIMEOUT_MS", 30000);
+    t = detail::env_count("KILN_DIST_TIMEOUT_MS", 30000, int64_t{1} << 40);
     if (t == 0) throw DistributedError("[distributed] KILN_DIST_TIMEOUT_MS must be positive: every wait has a timeout");
     g_default_timeout_ms.store(t, std::memory_order_relaxed);
   }
@@ -155,7 +164,7 @@ World& World::get() {
 
 World::World() : env_(job_env()) {
   const char* op = "distributed.init";
-  if (env_.secret.empty()) env_.secret = random_secret();  // a world of one, started by hand
+  if (env_.secret.empty()) env_.secret = new_job_secret();  // a world of one, started by hand
   const int64_t heap_mb = env_int("KILN_SYMM_HEAP_MB", default_heap_mb(env_.local_world_size));
   segment_bytes_ = kHeapOffset + static_cast<size_t>(heap_mb) * (size_t{1} << 20);
   check(kPadOffset + signal_pad_bytes() <= kHeapOffset, op, "world size ", env_.world_size, " is too large");

@@ -83,4 +83,8 @@ class World {
 
 int64_t resolve_timeout(int64_t timeout_ms);
 
+// A setting's whole number from the environment (fallback when unset); any
+// other text, or a value outside [0, max], is a DistributedError naming it.
+int64_t env_count(const char* name, int64_t fallback, int64_t max);
+
 }  // namespace kiln::distributed::detail

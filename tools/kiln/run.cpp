@@ -15,29 +15,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "commands.h"
+#include "kiln/distributed.h"
 #include "kiln/error.h"
 
 namespace kiln::cli {
 namespace {
-
-std::string random_hex(size_t bytes) {
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  std::string s;
-  static const char* hex = "0123456789abcdef";
-  for (size_t i = 0; i < bytes; ++i) {
-    const int b = urandom.get();
-    if (!urandom) throw Error("[kiln run] cannot read /dev/urandom");
-    s += {hex[(b >> 4) & 15], hex[b & 15]};
-  }
-  return s;
-}
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -79,7 +67,7 @@ void remove_segments(const std::string& secret) {
 }  // namespace
 
 std::string launch_ranks(int nproc, double grace_s, const std::vector<std::string>& command) {
-  const std::string secret = random_hex(16);
+  const std::string secret = distributed::new_job_secret();
   std::vector<pid_t> pids;
   for (int r = 0; r < nproc; ++r) pids.push_back(start_rank(r, nproc, secret, command));
   int running = nproc;
