@@ -91,7 +91,9 @@ Tensor MoE::forward(const Tensor& x) {
   // To the experts' ranks: rows for rank r are those of its experts.
   std::vector<int64_t> in_splits(W, 0);
   for (int64_t e = 0; e < E; ++e) in_splits[e / per_rank] += counts[e];
-  std::vector<int64_t> recv_counts = counts;  // [W][per_rank]: rows from rank s for local expert j
+  // [W][per_rank]: rows from rank s for local expert j (one "rank": every
+  // expert's rows, in order).
+  std::vector<int64_t> recv_counts = counts;
   std::vector<int64_t> out_splits = in_splits;
   Tensor received = sent;
   if (group_) {
@@ -101,8 +103,6 @@ Tensor MoE::forward(const Tensor& x) {
     for (int s = 0; s < W; ++s)
       out_splits[s] = std::accumulate(recv_counts.begin() + s * per_rank, recv_counts.begin() + (s + 1) * per_rank, int64_t{0});
     received = distributed::all_to_all_v(sent, out_splits, in_splits, *group_);
-  } else {
-    recv_counts.assign(counts.begin(), counts.end());  // one "rank": expert j's rows in order
   }
 
   // Each local expert on its rows (from every source rank), the results
