@@ -10,6 +10,7 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
+#include "distributed/compare.h"
 #include "kiln/distributed.h"
 #include "kiln/kiln.h"
 
@@ -46,21 +47,6 @@ Tensor reference(int64_t n, DType dtype, uint64_t salt, const std::string& op) {
   }
   if (op == "avg") acc = acc / static_cast<double>(world());
   return acc;
-}
-
-void expect_close(const Tensor& got, const Tensor& want, DType dtype, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const Tensor g = got.to(kFloat64), w = want.to(dtype).to(kFloat64);  // the reference rounded once
-  const double tol = dtype == kFloat32 ? 1e-6 : dtype == kInt64 ? 0 : 1e-2;
-  const double* gp = g.data_ptr<double>();
-  const double* wp = w.data_ptr<double>();
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    if (std::isnan(wp[i]) || std::isinf(wp[i])) {
-      ASSERT_TRUE(std::isnan(wp[i]) ? std::isnan(gp[i]) : gp[i] == wp[i]) << what << " element " << i;
-      continue;
-    }
-    ASSERT_NEAR(gp[i], wp[i], tol * (1 + std::fabs(wp[i]))) << what << " element " << i;
-  }
 }
 
 // Every rank got the same bits as rank 0 (through a symmetric buffer).
@@ -101,7 +87,7 @@ TEST(SymmetricMemory, OneShotAllReduceMatchesAFloat64Reference) {
         const Tensor before = x.clone();
         Tensor y = symm_mem::one_shot_all_reduce(x, op);
         const std::string what = std::string(op) + " " + dtype_name(dtype) + " n=" + std::to_string(n);
-        expect_close(y, reference(n, dtype, salt, op), dtype, what);
+        test::expect_matches(y, reference(n, dtype, salt, op), what);
         EXPECT_EQ(std::memcmp(x.raw_data(), before.raw_data(), n * element_size(dtype)), 0) << what << ": the input changed";
         expect_same_on_every_rank(y, what);
       }
@@ -120,7 +106,7 @@ TEST(SymmetricMemory, TwoShotAllReduceMatchesAFloat64Reference) {
         Tensor& y = symm_mem::two_shot_all_reduce_(x, op);
         EXPECT_EQ(&y, &x);
         const std::string what = std::string(op) + " " + dtype_name(dtype) + " n=" + std::to_string(n);
-        expect_close(x, reference(n, dtype, salt, op), dtype, what);
+        test::expect_matches(x, reference(n, dtype, salt, op), what);
         expect_same_on_every_rank(x, what);
       }
     }
@@ -132,7 +118,7 @@ TEST(SymmetricMemory, AViewInsideABufferReducesItsOwnElements) {
   Tensor row = buf.select(0, 2);
   Tensor y = symm_mem::one_shot_all_reduce(row, "sum");
   Tensor want = reference(200, kFloat32, 7, "sum").view({4, 50}).select(0, 2);
-  expect_close(y, want, kFloat32, "row 2 of a buffer");
+  test::expect_matches(y, want, "row 2 of a buffer");
 }
 
 TEST(SymmetricMemory, NaNWinsMaxAndMinAndInfinitiesAdd) {
@@ -148,32 +134,24 @@ TEST(SymmetricMemory, NaNWinsMaxAndMinAndInfinitiesAdd) {
 }
 
 TEST(SymmetricMemory, BadInputIsRefusedWithTheOpInTheMessage) {
-  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   Tensor plain = randn({8});
-  expect_error([&] { symm_mem::one_shot_all_reduce(plain); }, "not in the symmetric heap");
+  test::expect_error([&] { symm_mem::one_shot_all_reduce(plain); }, {"not in the symmetric heap"});
   Tensor m = symm_mem::empty({4, 4});
   Tensor t = m.transpose(0, 1);
-  expect_error([&] { symm_mem::two_shot_all_reduce_(t); }, "contiguous");
+  test::expect_error([&] { symm_mem::two_shot_all_reduce_(t); }, {"contiguous"});
   Tensor d = symm_mem::empty({4}, kFloat64);
-  expect_error([&] { symm_mem::one_shot_all_reduce(d); }, "float64");
+  test::expect_error([&] { symm_mem::one_shot_all_reduce(d); }, {"float64"});
   Tensor i = symm_mem::empty({4}, kInt64);
-  expect_error([&] { symm_mem::one_shot_all_reduce(i, "avg"); }, "floating");
-  expect_error([&] { symm_mem::one_shot_all_reduce(m, "prod"); }, "unknown reduce op 'prod'");
+  test::expect_error([&] { symm_mem::one_shot_all_reduce(i, "avg"); }, {"floating"});
+  test::expect_error([&] { symm_mem::one_shot_all_reduce(m, "prod"); }, {"unknown reduce op 'prod'"});
   auto h = symm_mem::rendezvous(m);
   EXPECT_EQ(h->buffer_size(), 64u);
-  expect_error([&] { h->get_buffer(0, {5, 4}, kFloat32); }, "the buffer has 64");
-  expect_error([&] { h->get_buffer(0, {4}, kFloat32, 13); }, "from element 13");
-  expect_error([&] { h->get_buffer(world(), {4}, kFloat32); }, "is not in the world");
+  test::expect_error([&] { h->get_buffer(0, {5, 4}, kFloat32); }, {"the buffer has 64"});
+  test::expect_error([&] { h->get_buffer(0, {4}, kFloat32, 13); }, {"from element 13"});
+  test::expect_error([&] { h->get_buffer(world(), {4}, kFloat32); }, {"is not in the world"});
   Tensor big = zeros({20});
-  expect_error([&] { h->put(big, 0); }, "do not fit");
-  expect_error([&] { h->put_signal(0, symm_mem::kNumChannels); }, "channel");
+  test::expect_error([&] { h->put(big, 0); }, {"do not fit"});
+  test::expect_error([&] { h->put_signal(0, symm_mem::kNumChannels); }, {"channel"});
   h->barrier();
 }
 
