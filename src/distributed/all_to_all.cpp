@@ -34,8 +34,9 @@ Exchange start(const Tensor& input, Tensor& out, const Tensor& input_splits, Ten
                int64_t splits_per_rank, const char* name) {
   World& w = World::get();
   const int64_t W = w.world_size();
+  const Shape row(input.dim() >= 1 ? input.sizes().begin() + 1 : input.sizes().end(), input.sizes().end());
   check(input.dim() >= 1 && out.dim() >= 1 && input.dtype() == out.dtype() &&
-            Shape(input.sizes().begin() + 1, input.sizes().end()) == Shape(out.sizes().begin() + 1, out.sizes().end()),
+            row == Shape(out.sizes().begin() + 1, out.sizes().end()),
         name, "input ", shape_str(input.sizes()), " ", dtype_name(input.dtype()), " and out ", shape_str(out.sizes()),
         " ", dtype_name(out.dtype()), " must have the same dtype and rows of one shape");
   check(input_splits.dtype() == kInt64 && input_splits.dim() == 1 && input_splits.size(0) == W * splits_per_rank,
@@ -55,7 +56,7 @@ Exchange start(const Tensor& input, Tensor& out, const Tensor& input_splits, Ten
   }
   check(sent <= input.size(0), name, "input_splits send ", sent, " rows but input has ", input.size(0));
   Exchange x{w, name};
-  x.row_bytes = static_cast<int64_t>(element_size(input.dtype())) * (input.numel() / std::max<int64_t>(1, input.size(0)));
+  x.row_bytes = static_cast<int64_t>(element_size(input.dtype())) * shape_numel(row);
   x.out_rows = out.size(0);
   w.barrier(0, 0, name);  // every rank's splits and rows are written
   return x;
