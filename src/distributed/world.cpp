@@ -233,42 +233,39 @@ World::World() : env_(job_env()) {
   free_[0] = heap_bytes();
 }
 
-DistributedError World::peer_error(const char* op, int peer, int64_t timeout_ms, const std::string& what,
-                                   const char* if_alive) const {
-  if (process_gone(header(peer).pid))
-    return DistributedError(concat("[", op, "] rank ", rank(), " was waiting ", what, ", and rank ", peer,
-                                   " has exited"));
-  return DistributedError(concat("[", op, "] rank ", rank(), " waited ", timeout_ms, " ms ", what, ": rank ", peer,
-                                 " ", if_alive));
-}
-
-void World::flip_slot(bool in_peers_pad, uint32_t from, uint32_t to, std::memory_order order, int peer, int channel,
-                      int64_t timeout_ms, const char* op, const std::string& what, const char* if_alive) {
+void World::flip_slot(bool put, int peer, int channel, int64_t timeout_ms, const char* op) {
   const int W = env_.world_size;
   check(peer >= 0 && peer < W, op, "rank ", peer, " is not in the world of ", W);
   check(channel >= 0 && channel < symm_mem::kNumChannels, op, "channel ", channel, " is not in [0, ",
         symm_mem::kNumChannels, ")");
-  // The slot of (channel, source) in the destination's pad.
-  std::atomic_ref<uint32_t> slot(in_peers_pad ? signal_pad(peer)[channel * W + rank()]
-                                              : signal_pad(rank())[channel * W + peer]);
+  // The slot of (channel, source) in the destination's pad: put raises it
+  // 0 -> 1 with release, wait takes it 1 -> 0 with acquire.
+  std::atomic_ref<uint32_t> slot(put ? signal_pad(peer)[channel * W + rank()] : signal_pad(rank())[channel * W + peer]);
+  const uint32_t from = put ? 0 : 1;
+  const std::memory_order order = put ? std::memory_order_release : std::memory_order_acquire;
   const int64_t ms = resolve_timeout(timeout_ms);
   const bool ok = wait_for(
       [&] {
         uint32_t expected = from;
-        return slot.compare_exchange_strong(expected, to, order, std::memory_order_relaxed);
+        return slot.compare_exchange_strong(expected, 1 - from, order, std::memory_order_relaxed);
       },
       Clock::now() + std::chrono::milliseconds(ms), [&] { return process_gone(header(peer).pid); });
-  if (!ok) throw peer_error(op, peer, ms, what + concat(" on channel ", channel), if_alive);
+  if (ok) return;
+  // The message is only made here: signals are the collectives' hot path.
+  const std::string what = put ? concat("to signal rank ", peer, " on channel ", channel)
+                               : concat("for a signal from rank ", peer, " on channel ", channel);
+  if (process_gone(header(peer).pid))
+    throw DistributedError(concat("[", op, "] rank ", rank(), " was waiting ", what, ", and rank ", peer, " has exited"));
+  throw DistributedError(concat("[", op, "] rank ", rank(), " waited ", ms, " ms ", what, ": rank ", peer, " ",
+                                put ? "did not take the previous signal (hung?)" : "did not answer (hung?)"));
 }
 
 void World::put_signal(int dst, int channel, int64_t timeout_ms, const char* op) {
-  flip_slot(true, 0, 1, std::memory_order_release, dst, channel, timeout_ms, op, concat("to signal rank ", dst),
-            "did not take the previous signal (hung?)");
+  flip_slot(true, dst, channel, timeout_ms, op);
 }
 
 void World::wait_signal(int src, int channel, int64_t timeout_ms, const char* op) {
-  flip_slot(false, 1, 0, std::memory_order_acquire, src, channel, timeout_ms, op, concat("for a signal from rank ", src),
-            "did not answer (hung?)");
+  flip_slot(false, src, channel, timeout_ms, op);
 }
 
 void World::barrier(int channel, int64_t timeout_ms, const char* op) {

@@ -59,15 +59,11 @@ class World {
 
  private:
   World();
-  // Compare-and-swaps the signal slot of (channel, this rank) in peer's pad
-  // (in_peers_pad) or of (channel, peer) in this rank's, from `from` to
-  // `to` (with `order`), once it holds `from`; peer and channel are checked
-  // first, and a wait that gives up raises peer_error.
-  void flip_slot(bool in_peers_pad, uint32_t from, uint32_t to, std::memory_order order, int peer, int channel,
-                 int64_t timeout_ms, const char* op, const std::string& what, const char* if_alive);
-  // The error of a wait that gave up: the peer exited, or did not answer.
-  DistributedError peer_error(const char* op, int peer, int64_t timeout_ms, const std::string& what,
-                              const char* if_alive) const;
+  // put: raises the slot of (channel, this rank) in peer's pad; else takes
+  // the slot of (channel, peer) in this rank's (Note [Signal pads]). Peer
+  // and channel are checked first; a wait that gives up is a
+  // DistributedError saying whether the peer exited or did not answer.
+  void flip_slot(bool put, int peer, int channel, int64_t timeout_ms, const char* op);
 
   static constexpr size_t kPadOffset = 4096;
   static constexpr size_t kHeapOffset = 65536;
