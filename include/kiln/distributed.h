@@ -28,7 +28,10 @@ class DistributedError : public Error {
 // single rank of a world of one when started without it).
 struct JobEnv {
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
-  std::string secret;  // names the job's shared-memory segments
+  std::string secret;  // names this node's shared-memory segments
+  // Where rank 0 serves the job's store (the gloo backend meets there).
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
 };
 JobEnv job_env();
 // A fresh random job secret (32 hex digits), as `kiln run` gives its ranks.

@@ -10,13 +10,14 @@
 #include <memory>
 #include <mutex>
 
+#include "distributed/group_util.h"
 #include "distributed/symmetric_memory.h"
 #include "kiln/runtime.h"
 
 namespace kiln::distributed {
 
 using detail::World;
-using kiln::detail::concat;
+using namespace detail;
 
 namespace {
 
@@ -25,21 +26,6 @@ namespace {
 constexpr int kDataReady = 2, kDataTaken = 3;
 // The first bytes of the scratch block hold this rank's all_to_all_v splits.
 constexpr size_t kSplitsBytes = 8192;
-
-// What a collective works on: t itself when contiguous, else a contiguous
-// copy that finish() writes back.
-struct Contiguous {
-  Tensor& t;
-  Tensor work;
-  explicit Contiguous(Tensor& t) : t(t), work(t.is_contiguous() ? t : t.contiguous()) {}
-  uint8_t* bytes() { return static_cast<uint8_t*>(work.raw_data()); }
-  void finish() {
-    if (!work.is_same(t)) t.copy_(work);
-  }
-};
-
-int64_t rows(const Tensor& t) { return t.dim() == 0 ? 1 : t.size(0); }
-Shape row_shape(const Tensor& t) { return t.dim() == 0 ? Shape{} : Shape(t.sizes().begin() + 1, t.sizes().end()); }
 
 class SymmGroup final : public ProcessGroup {
  public:
@@ -147,22 +133,7 @@ class SymmGroup final : public ProcessGroup {
                     const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
     const char* name = "distributed.all_to_all_v";
     const int W = size(), me = rank();
-    check_cpu(out, name);
-    check_cpu(input, name);
-    check(input.dim() >= 1 && out.dim() >= 1 && input.dtype() == out.dtype() && row_shape(input) == row_shape(out),
-          name, "input ", shape_str(input.sizes()), " ", dtype_name(input.dtype()), " and output ",
-          shape_str(out.sizes()), " ", dtype_name(out.dtype()), " must have the same dtype and rows of one shape");
-    auto check_splits = [&](const std::vector<int64_t>& s, const Tensor& t, const char* which) {
-      int64_t sum = 0;
-      for (int64_t x : s) {
-        check(x >= 0, name, which, " splits must not be negative");
-        sum += x;
-      }
-      check(static_cast<int>(s.size()) == W && sum == rows(t), name, which, " splits must be ", W,
-            " counts summing to its ", rows(t), " rows");
-    };
-    check_splits(input_splits, input, "input");
-    check_splits(output_splits, out, "output");
+    check_all_to_all_v(out, input, output_splits, input_splits, W, name);
     const Tensor in = input.contiguous();
     const size_t bytes = staged_bytes(in, name);
     const size_t row_bytes = static_cast<size_t>(shape_numel(row_shape(in))) * element_size(in.dtype());
@@ -175,9 +146,7 @@ class SymmGroup final : public ProcessGroup {
     for (int p = 0; p < W; ++p) {
       const int64_t* theirs = splits(p);
       if (theirs[me] != output_splits[p]) {
-        if (mismatch.empty())
-          mismatch = concat("rank ", p, " sends ", theirs[me], " rows to rank ", me, ", which expects ",
-                            output_splits[p], " (output_splits[", p, "])");
+        if (mismatch.empty()) mismatch = splits_mismatch(p, me, theirs[me], output_splits[p]);
         out_row += output_splits[p];
         continue;
       }
@@ -244,18 +213,7 @@ class SymmGroup final : public ProcessGroup {
     for (int r = 0; r < size(); ++r) b.push_back(scratch(r) + byte_offset);
     return b;
   }
-  void check_cpu(const Tensor& t, const char* name) const {
-    check(t.defined() && t.device().type() == DeviceType::CPU, name, "expects defined CPU tensors");
-  }
-  void check_rank(int r, const char* name) const {
-    check(r >= 0 && r < size(), name, "rank ", r, " is not in the group of ", size());
-  }
-  void check_rows(const Tensor& big, const Tensor& small, int64_t want_rows, const char* name,
-                  const char* what) const {
-    check(big.dim() >= 1 && big.dtype() == small.dtype() && rows(big) == want_rows && row_shape(big) == row_shape(small),
-          name, "sizes ", shape_str(big.sizes()), " ", dtype_name(big.dtype()), " must have ", what, " rows (",
-          want_rows, ") of shape ", shape_str(row_shape(small)), " and dtype ", dtype_name(small.dtype()));
-  }
+  void check_rank(int r, const char* name) const { detail::check_rank(r, size(), name); }
   size_t staged_bytes(const Tensor& in, const char* name) const {
     const size_t bytes = static_cast<size_t>(in.numel()) * element_size(in.dtype());
     check(bytes <= capacity(), name, "the input's ", bytes, " bytes exceed the scratch buffer's ", capacity(),
@@ -274,14 +232,22 @@ std::unique_ptr<ProcessGroup> g_default;
 
 }  // namespace
 
+namespace detail {
+std::unique_ptr<ProcessGroup> make_symm_group() { return std::make_unique<SymmGroup>(); }
+}  // namespace detail
+
 ProcessGroup& init_process_group(const std::string& backend) {
   const char* name = "distributed.init_process_group";
   std::lock_guard<std::mutex> lock(g_mu);
   check(!g_default, name, "the default process group is already initialized (destroy_process_group ends it)");
   check(backend == "symm" || backend == "auto" || backend == "gloo", name, "unknown backend '", backend,
         "' (expected symm, gloo or auto)");
-  check(backend != "gloo", name, "backend 'gloo' (several machines) is not built yet: on one machine use 'symm' or 'auto'");
-  g_default = std::make_unique<SymmGroup>();
+  const JobEnv env = job_env();
+  const bool one_node = env.local_world_size == env.world_size;
+  check(backend != "symm" || one_node, name, "backend 'symm' serves the ranks of one machine; this job has ",
+        env.world_size, " ranks, ", env.local_world_size, " per node: use 'gloo' or 'auto'");
+  // "auto": shared memory where every rank shares this machine, else gloo.
+  g_default = backend == "gloo" || !one_node ? make_gloo_group(env) : make_symm_group();
   return *g_default;
 }
 
@@ -306,7 +272,7 @@ void destroy_process_group() {
   try {
     g_default->barrier(1000);
   } catch (const DistributedError&) {
-    static_cast<SymmGroup&>(*g_default).keep_scratch();
+    if (auto* symm = dynamic_cast<SymmGroup*>(g_default.get())) symm->keep_scratch();
   }
   g_default.reset();
 }

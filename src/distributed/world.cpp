@@ -84,6 +84,13 @@ JobEnv job_env() {
   e.local_rank = env_int("LOCAL_RANK", e.rank);
   e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size);
   if (const char* s = std::getenv("KILN_JOB_SECRET")) e.secret = s;
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  e.master_port = env_int("MASTER_PORT", e.master_port);
+  if (e.master_port < 1 || e.master_port > 65535)
+    throw DistributedError(concat("[distributed] MASTER_PORT ", e.master_port, " is not a TCP port"));
+  if (e.local_world_size < 1 || e.local_rank >= e.local_world_size || e.world_size % e.local_world_size != 0)
+    throw DistributedError(concat("[distributed] LOCAL_RANK ", e.local_rank, " and LOCAL_WORLD_SIZE ",
+                                  e.local_world_size, " do not fit WORLD_SIZE ", e.world_size));
   if (e.world_size < 1 || e.rank >= e.world_size)
     throw DistributedError(concat("[distributed] RANK ", e.rank, " is not below WORLD_SIZE ", e.world_size));
   if (e.world_size > 1 && e.secret.empty())
@@ -164,6 +171,8 @@ World& World::get() {
 
 World::World() : env_(job_env()) {
   const char* op = "distributed.init";
+  check(env_.local_world_size == env_.world_size, op, "symmetric memory spans one machine; this job has ",
+        env_.world_size, " ranks, ", env_.local_world_size, " per node (across nodes use the gloo process group)");
   if (env_.secret.empty()) env_.secret = new_job_secret();  // a world of one, started by hand
   const int64_t heap_mb = env_int("KILN_SYMM_HEAP_MB", default_heap_mb(env_.local_world_size));
   segment_bytes_ = kHeapOffset + static_cast<size_t>(heap_mb) * (size_t{1} << 20);

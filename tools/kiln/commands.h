@@ -14,7 +14,16 @@ void add_train(CLI::App& app, bool execute = true);
 void add_generate(CLI::App& app, bool execute = true);
 void add_run(CLI::App& app, bool execute = true);
 
-// Runs `command` as ranks 0..nproc-1 of a job on this machine (run.cpp);
-// returns how the first failed rank ended ("" when every rank exited 0).
-std::string launch_ranks(int nproc, double grace_s, const std::vector<std::string>& command);
+// Where this node's ranks sit in a job (run.cpp).
+struct JobLayout {
+  int nproc = 1, nnodes = 1, node_rank = 0;
+  std::string master_addr = "127.0.0.1";  // where rank 0 serves the job's store
+  int master_port = 0;
+};
+// A job of one node: MASTER_ADDR/MASTER_PORT from the environment, else
+// 127.0.0.1 and a free port.
+JobLayout single_node_job(int nproc);
+// Runs `command` as this node's ranks of the job; returns how the first
+// failed rank ended ("" when every rank exited 0).
+std::string launch_ranks(const JobLayout& job, double grace_s, const std::vector<std::string>& command);
 }  // namespace kiln::cli

@@ -157,7 +157,7 @@ void launch_data_parallel(const TrainArgs& a) {
         "DistributedDataParallel's gradient hooks)");
   std::vector<std::string> command = cli_arguments();
   command[0] = "/proc/self/exe";
-  const std::string failure = launch_ranks(static_cast<int>(a.nproc), 5.0, command);
+  const std::string failure = launch_ranks(single_node_job(static_cast<int>(a.nproc)), 5.0, command);
   check(failure.empty(), "train", failure);
 }
 
