@@ -1,6 +1,7 @@
 // kiln-bench-collectives: all-reduce (float32 sum) of random data at 4 KiB,
 // 64 KiB, 1 MiB and 64 MiB with 2 and 4 ranks, against OpenMPI's
-// MPI_Allreduce (bench/peers/mpi_allreduce.c) run in the same invocation.
+// MPI_Allreduce (bench/peers/mpi_allreduce.c) and gloo's (the gloo process
+// group on TCP loopback), run in the same invocation.
 // Run plainly, it starts the ranks itself: `kiln run --nproc W` of this
 // program for kiln, `mpirun -np W` of the peer for OpenMPI, then reports.
 // kiln's cases: symm_mem's one_shot_all_reduce (out of place) and
@@ -67,6 +68,16 @@ int run_rank() {
     Tensor y = data.clone();
     line("process_group", time_collective(pg, [&] { pg.all_reduce(y); }, [&] { y.copy_(data); }));
   }
+  destroy_process_group();
+  // The peer on the same collective: the gloo process group (Debian's
+  // libgloo, TCP loopback between the ranks; its ring all-reduce).
+  ProcessGroup& gloo = init_process_group("gloo");
+  for (int64_t bytes : kSizes) {
+    const Tensor data = randn({bytes / 4});
+    Tensor y = data.clone();
+    const double s = time_collective(gloo, [&] { gloo.all_reduce(y); }, [&] { y.copy_(data); });
+    if (gloo.rank() == 0) std::printf("gloo %d %lld gloo %.9g\n", gloo.size(), static_cast<long long>(bytes), s);
+  }
   std::fflush(stdout);
   destroy_process_group();
   return 0;
@@ -102,10 +113,11 @@ int main(int argc, char** argv) {
   std::string sizes;
   for (int64_t b : kSizes) sizes.append(" ").append(std::to_string(b));
   // (ranks, bytes, algorithm) -> seconds per call
-  std::map<std::tuple<int, int64_t, std::string>, double> kiln_s, mpi_s;
+  std::map<std::tuple<int, int64_t, std::string>, double> kiln_s, mpi_s, gloo_s;
   for (int ranks : {2, 4}) {
     for (auto& w : run_lines(std::string(KILN_CLI) + " run --nproc " + std::to_string(ranks) + " " + argv[0]))
-      if (w.size() == 5 && w[0] == "kiln") kiln_s[{std::stoi(w[1]), std::stoll(w[2]), w[3]}] = std::stod(w[4]);
+      if (w.size() == 5 && (w[0] == "kiln" || w[0] == "gloo"))
+        (w[0] == "kiln" ? kiln_s : gloo_s)[{std::stoi(w[1]), std::stoll(w[2]), w[3]}] = std::stod(w[4]);
 #ifdef KILN_MPI_PEER
     for (auto& w : run_lines("mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(ranks) +
                              " " + KILN_MPI_PEER + sizes + " 2>/dev/null"))
@@ -114,13 +126,20 @@ int main(int argc, char** argv) {
   }
   for (auto& [key, s] : kiln_s) {
     const auto& [ranks, bytes, algo] = key;
+    const std::string c = "allreduce_" + std::to_string(ranks) + "ranks_" + size_name(bytes) + "_" + algo;
+    // The process group's all_reduce against gloo's: the same call.
+    auto g = gloo_s.find({ranks, bytes, "gloo"});
+    if (algo == "process_group" && g != gloo_s.end()) {
+      rep.report("collectives", c, "us", s * 1e6, "gloo", g->second * 1e6, /*higher_is_better=*/false);
+      if (bytes >= (1 << 20))
+        rep.report("collectives", c + "_algbw", "GB/s", bytes / s / 1e9, "gloo", bytes / g->second / 1e9);
+    }
     auto m = mpi_s.find({ranks, bytes, "mpi"});
     if (m == mpi_s.end()) {
       std::fprintf(stderr, "kiln-bench-collectives: no OpenMPI figure for %d ranks, %lld bytes (libopenmpi-dev?)\n",
                    ranks, static_cast<long long>(bytes));
       continue;
     }
-    const std::string c = "allreduce_" + std::to_string(ranks) + "ranks_" + size_name(bytes) + "_" + algo;
     rep.report("collectives", c, "us", s * 1e6, "openmpi", m->second * 1e6, /*higher_is_better=*/false);
     if (bytes >= (1 << 20))
       rep.report("collectives", c + "_algbw", "GB/s", bytes / s / 1e9, "openmpi", bytes / m->second / 1e9);
