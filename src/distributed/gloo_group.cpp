@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "distributed/group_util.h"
@@ -87,16 +88,37 @@ std::string address_towards(const std::string& host, int port) {
 // creates its groups in the same order).
 std::atomic<int> g_generation{0};
 
+// The job's store, shared by the groups alive in this process (rank 0's
+// serves it while any of its groups lives).
+std::shared_ptr<TcpStore> job_store(const JobEnv& env) {
+  static std::mutex mu;
+  static std::weak_ptr<TcpStore> current;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<TcpStore> store = current.lock();
+  if (!store) {
+    store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank, default_timeout_ms());
+    current = store;
+  }
+  return store;
+}
+
 // Where gloo's point-to-point messages go: above the slots its collectives
 // build from their tags.
 constexpr uint64_t kPointToPointSlot = 0x4b494c4e;  // "KILN"
 
 class GlooGroup final : public ProcessGroup {
  public:
-  explicit GlooGroup(const JobEnv& env) : rank_(env.rank), size_(env.world_size) {
+  // The group of the job's ranks `members` (global ranks, in group-rank
+  // order; this rank among them): every member creates it, in the same
+  // order as its other groups.
+  GlooGroup(const JobEnv& env, std::vector<int> members) : members_(std::move(members)) {
     const char* name = "distributed.init_process_group";
+    size_ = static_cast<int>(members_.size());
+    rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), env.rank) - members_.begin());
+    check(rank_ < size_, name, "rank ", env.rank, " is not among the group's ranks");
     const int64_t timeout = default_timeout_ms();
-    store_ = std::make_unique<TcpStore>(env.master_addr, env.master_port, rank_, timeout);
+    store_ = job_store(env);
+    const std::string prefix = concat("gloo/", g_generation.fetch_add(1), "/", members_.front(), "/");
     gloo::transport::tcp::attr attr;
     // GLOO_SOCKET_IFNAME picks the interface, as in PyTorch.
     if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
@@ -107,7 +129,7 @@ class GlooGroup final : public ProcessGroup {
       device_ = gloo::transport::tcp::CreateDevice(attr);
       auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
       context->setTimeout(milliseconds(timeout));
-      StoreView view(*store_, concat("gloo/", g_generation.fetch_add(1), "/"), timeout);
+      StoreView view(*store_, prefix, timeout);
       context->connectFullMesh(view, device_);
       context_ = context;
     });
@@ -311,11 +333,11 @@ class GlooGroup final : public ProcessGroup {
     try {
       f();
     } catch (const DistributedError& e) {  // from the store, under gloo's rendezvous
-      throw DistributedError(concat("[", name, "] rank ", rank_, " (gloo): ", who_failed(timeout_ms), "; ", e.what()));
+      throw DistributedError(concat("[", name, "] rank ", members_[rank_], " (gloo): ", who_failed(timeout_ms), "; ", e.what()));
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw DistributedError(concat("[", name, "] rank ", rank_, " (gloo): ", who_failed(timeout_ms), "; gloo says: ",
+      throw DistributedError(concat("[", name, "] rank ", members_[rank_], " (gloo): ", who_failed(timeout_ms), "; gloo says: ",
                                     e.what()));
     }
   }
@@ -329,22 +351,34 @@ class GlooGroup final : public ProcessGroup {
     };
     try {
       // The store may learn of a death a moment after gloo does.
+      auto member = [&](int r) { return std::find(members_.begin(), members_.end(), r) != members_.end(); };
+      auto of_this_group = [&](const std::vector<int>& ranks) {
+        std::vector<int> mine;
+        for (int r : ranks)
+          if (member(r)) mine.push_back(r);
+        return mine;
+      };
       TcpStore::Peers peers;
       for (int i = 0; i < 25; ++i) {
         if (i) std::this_thread::sleep_for(milliseconds(20));
         peers = store_->peers(10 * TcpStore::kBeatMs);
-        if (!peers.exited.empty()) return listed(peers.exited, " has exited", " have exited");
+        const std::vector<int> exited = of_this_group(peers.exited);
+        if (!exited.empty()) return listed(exited, " has exited", " have exited");
       }
       std::vector<int> never;
-      for (int r = 0; r < size_; ++r)
-        if (r != rank_ && std::find(peers.joined.begin(), peers.joined.end(), r) == peers.joined.end()) never.push_back(r);
-      if (!never.empty()) return listed(never, " never joined (not started, or died first)", " never joined (not started, or died first)");
-      if (!peers.silent.empty()) {
-        std::vector<int> ranks;
-        for (const auto& [r, ms] : peers.silent) ranks.push_back(r);
-        return concat(listed(ranks, " has", " have"), " not answered for ", peers.silent.front().second,
-                      " ms (hung?)");
-      }
+      for (int r : members_)
+        if (r != members_[rank_] && std::find(peers.joined.begin(), peers.joined.end(), r) == peers.joined.end())
+          never.push_back(r);
+      if (!never.empty())
+        return listed(never, " never joined (not started, or died first)", " never joined (not started, or died first)");
+      std::vector<int> silent;
+      int64_t longest = 0;
+      for (const auto& [r, ms] : peers.silent)
+        if (member(r)) {
+          silent.push_back(r);
+          longest = std::max(longest, ms);
+        }
+      if (!silent.empty()) return concat(listed(silent, " has", " have"), " not answered for ", longest, " ms (hung?)");
       return concat("no rank has exited or hung: a peer did not answer within ", resolve_timeout(timeout_ms),
                     " ms (slow?)");
     } catch (const DistributedError&) {
@@ -352,14 +386,19 @@ class GlooGroup final : public ProcessGroup {
     }
   }
 
-  int rank_, size_;
-  std::unique_ptr<TcpStore> store_;
+  std::vector<int> members_;  // global ranks, in group-rank order
+  int rank_ = 0, size_ = 0;
+  std::shared_ptr<TcpStore> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 };
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> make_gloo_group(const JobEnv& env) { return std::make_unique<GlooGroup>(env); }
+std::unique_ptr<ProcessGroup> make_gloo_group(const JobEnv& env, std::vector<int> members) {
+  if (members.empty())
+    for (int r = 0; r < env.world_size; ++r) members.push_back(r);
+  return std::make_unique<GlooGroup>(env, std::move(members));
+}
 
 }  // namespace kiln::distributed::detail

@@ -70,8 +70,12 @@ inline std::string splits_mismatch(int from, int to, int64_t sent, int64_t expec
                 from, "])");
 }
 
-// The backends (process_group.cpp, gloo_group.cpp).
+// The backends (process_group.cpp, gloo_group.cpp, hierarchical_group.cpp).
+// symm: the ranks of this machine. gloo: the job's ranks `members` (global
+// ranks; empty: all). symm+gloo: every rank, symm inside nodes and gloo
+// across them.
 std::unique_ptr<ProcessGroup> make_symm_group();
-std::unique_ptr<ProcessGroup> make_gloo_group(const JobEnv& env);
+std::unique_ptr<ProcessGroup> make_gloo_group(const JobEnv& env, std::vector<int> members = {});
+std::unique_ptr<ProcessGroup> make_hierarchical_group(const JobEnv& env);
 
 }  // namespace kiln::distributed::detail

@@ -246,8 +246,9 @@ ProcessGroup& init_process_group(const std::string& backend) {
   const bool one_node = env.local_world_size == env.world_size;
   check(backend != "symm" || one_node, name, "backend 'symm' serves the ranks of one machine; this job has ",
         env.world_size, " ranks, ", env.local_world_size, " per node: use 'gloo' or 'auto'");
-  // "auto": shared memory where every rank shares this machine, else gloo.
-  g_default = backend == "gloo" || !one_node ? make_gloo_group(env) : make_symm_group();
+  // "auto": shared memory where every rank shares this machine, else
+  // shared memory inside nodes and gloo across them.
+  g_default = backend == "gloo" ? make_gloo_group(env) : one_node ? make_symm_group() : make_hierarchical_group(env);
   return *g_default;
 }
 

@@ -171,13 +171,11 @@ World& World::get() {
 
 World::World() : env_(job_env()) {
   const char* op = "distributed.init";
-  check(env_.local_world_size == env_.world_size, op, "symmetric memory spans one machine; this job has ",
-        env_.world_size, " ranks, ", env_.local_world_size, " per node (across nodes use the gloo process group)");
   if (env_.secret.empty()) env_.secret = new_job_secret();  // a world of one, started by hand
   const int64_t heap_mb = env_int("KILN_SYMM_HEAP_MB", default_heap_mb(env_.local_world_size));
   segment_bytes_ = kHeapOffset + static_cast<size_t>(heap_mb) * (size_t{1} << 20);
-  check(kPadOffset + signal_pad_bytes() <= kHeapOffset, op, "world size ", env_.world_size, " is too large");
-  const int W = env_.world_size, me = env_.rank;
+  check(kPadOffset + signal_pad_bytes() <= kHeapOffset, op, "world size ", world_size(), " is too large");
+  const int W = world_size(), me = rank();
   bases_.assign(W, nullptr);
   auto map = [&](int fd) {
     void* p = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -243,7 +241,7 @@ World::World() : env_(job_env()) {
 }
 
 void World::flip_slot(bool put, int peer, int channel, int64_t timeout_ms, const char* op) {
-  const int W = env_.world_size;
+  const int W = world_size();
   check(peer >= 0 && peer < W, op, "rank ", peer, " is not in the world of ", W);
   check(channel >= 0 && channel < symm_mem::kNumChannels, op, "channel ", channel, " is not in [0, ",
         symm_mem::kNumChannels, ")");
@@ -278,7 +276,7 @@ void World::wait_signal(int src, int channel, int64_t timeout_ms, const char* op
 }
 
 void World::barrier(int channel, int64_t timeout_ms, const char* op) {
-  const int W = env_.world_size;
+  const int W = world_size();
   // Rank me signals me+1, me+2, ... first, so no one peer is signalled by
   // every rank at once.
   for (int k = 1; k < W; ++k) put_signal((rank() + k) % W, channel, timeout_ms, op);

@@ -1,6 +1,6 @@
-// The job as this process sees it: one shared-memory segment per rank,
-// every peer's mapped here, holding a header, the rank's signal pad and its
-// symmetric heap. Internal to src/distributed.
+// The job's node as this process sees it: one shared-memory segment per
+// local rank, every peer's mapped here, holding a header, the rank's signal
+// pad and its symmetric heap. Internal to src/distributed.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -31,12 +31,14 @@ class World {
   static World& get();
 
   const JobEnv& env() const { return env_; }
-  int rank() const { return env_.rank; }
-  int world_size() const { return env_.world_size; }
+  // Symmetric memory spans the ranks of one machine: its ranks are the
+  // job's local ranks (all of them on a job of one node).
+  int rank() const { return env_.local_rank; }
+  int world_size() const { return env_.local_world_size; }
 
   SegmentHeader& header(int r) const { return *reinterpret_cast<SegmentHeader*>(bases_[r]); }
   uint32_t* signal_pad(int r) const { return reinterpret_cast<uint32_t*>(bases_[r] + kPadOffset); }
-  size_t signal_pad_bytes() const { return sizeof(uint32_t) * symm_mem::kNumChannels * env_.world_size; }
+  size_t signal_pad_bytes() const { return sizeof(uint32_t) * symm_mem::kNumChannels * world_size(); }
   uint8_t* heap(int r) const { return bases_[r] + kHeapOffset; }
   size_t heap_bytes() const { return segment_bytes_ - kHeapOffset; }
 

@@ -39,6 +39,12 @@ expect_failure "--nproc" run --nproc 0 true
 expect_failure "--nproc" run --nproc abc true
 expect_failure "exited with status 1" run --nproc 2 false
 expect_failure "exited with status 127" run --nproc 2 /nonexistent/program
+expect_failure "needs --master" run --nproc 2 --nnodes 2 --node-rank 0 true
+expect_failure "--node-rank 2 is not below --nnodes 2" run --nnodes 2 --node-rank 2 --master 10.0.0.1:29500 true
+expect_failure "is not ADDR:PORT" run --nnodes 2 --master 10.0.0.1 true
+expect_failure "is not ADDR:PORT" run --nnodes 2 --master :29500 true
+expect_failure "is not ADDR:PORT" run --nnodes 2 --master host:99999 true
+expect_failure "is not ADDR:PORT" run --nnodes 2 --master host:29x true
 for flag in "--steps 0" "--steps -5" "--steps 99999999999999999999" "--layers -1" "--layers 0" "--heads 0" \
             "--width 0" "--context 0" "--batch 0" "--eval-every 0" "--eval-every -1" "--threads 0" "--threads -1" \
             "--seed -1" "--seed 0x10" "--steps 1e3" "--lr inf" "--lr nan" "--lr -1" "--lr abc" "--time-limit -1"; do

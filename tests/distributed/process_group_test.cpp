@@ -27,7 +27,9 @@ ProcessGroup& group() {
   return default_group();
 }
 
-bool is_symm() { return group().backend() == "symm"; }
+// Whether the group has symm's all_reduce thresholds (alone, or inside the
+// nodes of a job on several).
+bool is_symm() { return group().backend() != "gloo"; }
 
 Tensor data_of(int r, Shape sizes, DType dtype, uint64_t salt) {
   manual_seed(7000 * salt + r);
@@ -52,7 +54,7 @@ Tensor reduced(Shape sizes, DType dtype, uint64_t salt, ReduceOp op) {
 TEST(ProcessGroup, AllReduceBothAlgorithmsEveryDTypeAndOp) {
   ProcessGroup& pg = group();
   const bool one_node = job_env().local_world_size == job_env().world_size;
-  EXPECT_EQ(pg.backend(), backend_under_test() == "gloo" || !one_node ? "gloo" : "symm");
+  EXPECT_EQ(pg.backend(), backend_under_test() == "gloo" ? "gloo" : one_node ? "symm" : "symm+gloo");
   EXPECT_EQ(get_world_size(), job_env().world_size);
   EXPECT_EQ(get_rank(), job_env().rank);
   const size_t saved = pg.one_shot_max_bytes();

@@ -2,9 +2,9 @@
 # Two machines, for real as far as the network goes: two network namespaces
 # made here, joined by a veth pair (10.213.x.1 and .2), one node of two
 # ranks in each, started by its own `kiln run --nnodes 2`. The process-group
-# suite runs across them on backend "auto" (gloo between the nodes) and must
-# give the same results as on one machine: its references are the same
-# single-process ones. Exits 77 (ctest: skipped), saying why, where
+# suite runs across them on backend "auto" (symm inside each node, gloo
+# between them) and on "gloo", and must give the same results as on one
+# machine: its references are the same single-process ones. Exits 77 (ctest: skipped), saying why, where
 # namespaces cannot be made (not root, no CAP_SYS_ADMIN, no iproute2).
 set -uo pipefail
 kiln=$1
@@ -29,20 +29,24 @@ done
 filter='ProcessGroup*:DistributedDataParallel*:MoE*'
 master=$net.1:29500
 export KILN_DIST_TIMEOUT_MS=60000
-ip netns exec "$ns_a" "$kiln" run --nproc 2 --nnodes 2 --node-rank 0 --master "$master" "$tests" --gtest_filter="$filter" \
-  >"$logs/node0.log" 2>&1 &
-node0=$!
-ip netns exec "$ns_b" "$kiln" run --nproc 2 --nnodes 2 --node-rank 1 --master "$master" "$tests" --gtest_filter="$filter" \
-  >"$logs/node1.log" 2>&1
-status1=$?
-wait $node0
-status0=$?
 fail=0
-for n in 0 1; do
-  log=$logs/node$n.log
-  passed=$(grep -c '^\[  PASSED  \]' "$log")
-  echo "--- node $n: $passed of 2 ranks passed"
-  if [[ $passed -ne 2 ]] || grep -q FAILED "$log"; then cat "$log"; fail=1; fi
+# backend: auto (symm inside each node, gloo across), then gloo alone.
+for backend in auto gloo; do
+  export KILN_TEST_BACKEND=$backend
+  ip netns exec "$ns_a" "$kiln" run --nproc 2 --nnodes 2 --node-rank 0 --master "$master" "$tests" \
+    --gtest_filter="$filter" >"$logs/node0.log" 2>&1 &
+  node0=$!
+  ip netns exec "$ns_b" "$kiln" run --nproc 2 --nnodes 2 --node-rank 1 --master "$master" "$tests" \
+    --gtest_filter="$filter" >"$logs/node1.log" 2>&1
+  status1=$?
+  wait $node0
+  status0=$?
+  for n in 0 1; do
+    log=$logs/node$n.log
+    passed=$(grep -c '^\[  PASSED  \]' "$log")
+    echo "--- $backend, node $n: $passed of 2 ranks passed"
+    if [[ $passed -ne 2 ]] || grep -q FAILED "$log"; then cat "$log"; fail=1; fi
+  done
+  if [[ $status0 -ne 0 || $status1 -ne 0 ]]; then echo "FAIL $backend: launchers exited $status0 and $status1"; fail=1; fi
 done
-if [[ $status0 -ne 0 || $status1 -ne 0 ]]; then echo "FAIL: launchers exited $status0 and $status1"; fail=1; fi
 exit $fail
