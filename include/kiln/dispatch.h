@@ -94,6 +94,9 @@ struct OpDef {
   // `schema` parsed by register_op (which refuses a malformed one, or one
   // naming another op).
   Schema parsed{};
+  // Its kernel talks to other processes (a collective): kiln::compile never
+  // records it into a graph, but ends the graph there and runs it eagerly.
+  bool has_side_effects = false;
 };
 
 // Declares an op once, at static-initialisation time; the reference stays

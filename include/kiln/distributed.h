@@ -116,48 +116,79 @@ inline constexpr int kNumChannels = 16;
 
 }  // namespace symm_mem
 
-// torch.distributed's process group on one machine, served by symmetric
-// memory ("symm"): each rank stages its tensors in a scratch buffer of its
-// symmetric heap that every peer reads. Tensors may be any CPU tensors
-// (non-contiguous ones are copied); every rank must call every collective
-// in the same order. timeout_ms <= 0: the default timeout.
+// torch.distributed's process group. Backends: "symm" (the ranks of one
+// machine, on symmetric memory: each rank stages its tensors in a scratch
+// buffer of its symmetric heap that every peer reads), "gloo" (Debian's
+// libgloo over TCP, any machines) and "symm+gloo" (what "auto" gives a job
+// on several machines: symm inside each node, gloo across). Tensors may be
+// any CPU tensors (non-contiguous ones are copied); every rank must call
+// every collective in the same order. timeout_ms <= 0: the default timeout.
+//
+// Each collective is a dispatcher op, as in PyTorch (c10d::allreduce_,
+// ...): the profiler times it, modes see it, and kiln::compile ends its
+// graph at it and runs it eagerly (it talks to other processes). The op's
+// kernel calls the backend's *_impl.
 class ProcessGroup {
  public:
-  virtual ~ProcessGroup() = default;
+  ProcessGroup();  // registers the group, under id(), for the ops' kernels
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+  int64_t id() const { return id_; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
 
-  // In place: t becomes the reduction of every rank's t. Below
-  // one_shot_max_bytes() each rank reduces everything itself (one round);
-  // above, each reduces a 1/W slice and gathers the others (two rounds,
+  // In place: t becomes the reduction of every rank's t (symm: below
+  // one_shot_max_bytes() each rank reduces everything itself, one round;
+  // above, each reduces a 1/W slice and gathers the others, two rounds,
   // 2 (W-1)/W of the data moved per rank).
-  virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum, int64_t timeout_ms = 0) = 0;
+  void all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum, int64_t timeout_ms = 0);
   // out = the concatenation along dim 0 of every rank's input (out has W
   // times input's rows).
-  virtual void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms = 0) = 0;
+  void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms = 0);
   // out = this rank's slice (rows [rank*n, (rank+1)*n)) of the reduction of
   // every rank's input (input has W times out's rows).
-  virtual void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op = ReduceOp::Sum,
-                              int64_t timeout_ms = 0) = 0;
-  virtual void broadcast(Tensor& t, int src, int64_t timeout_ms = 0) = 0;
-  virtual void barrier(int64_t timeout_ms = 0) = 0;
+  void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op = ReduceOp::Sum, int64_t timeout_ms = 0);
+  void broadcast(Tensor& t, int src, int64_t timeout_ms = 0);
+  void barrier(int64_t timeout_ms = 0);
   // Rows of input go to the ranks in order, input_splits[r] of them to rank
   // r; out receives output_splits[r] rows from rank r, in rank order (as
   // all_to_all_single). Each rank's input_splits[me] must equal my
   // output_splits[its rank].
-  virtual void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
-                            const std::vector<int64_t>& input_splits, int64_t timeout_ms = 0) = 0;
+  void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                    const std::vector<int64_t>& input_splits, int64_t timeout_ms = 0);
   // Blocking point-to-point: send returns when dst has the data.
-  virtual void send(const Tensor& t, int dst, int64_t timeout_ms = 0) = 0;
-  virtual void recv(Tensor& t, int src, int64_t timeout_ms = 0) = 0;
+  void send(const Tensor& t, int dst, int64_t timeout_ms = 0);
+  void recv(Tensor& t, int src, int64_t timeout_ms = 0);
 
-  // The all_reduce size (bytes) up to which one-shot is used; measured on
+  // symm's all_reduce size (bytes) up to which one-shot is used; measured on
   // this machine per world size (BENCHMARKS.md), settable
-  // (KILN_SYMM_ONE_SHOT_MAX_BYTES).
+  // (KILN_SYMM_ONE_SHOT_MAX_BYTES). gloo has one algorithm (a ring): 0, and
+  // setting it is an error.
   virtual size_t one_shot_max_bytes() const = 0;
   virtual void set_one_shot_max_bytes(size_t bytes) = 0;
+
+  // The backend's collectives, as the ops' kernels call them.
+  virtual void all_reduce_impl(Tensor& t, ReduceOp op, int64_t timeout_ms) = 0;
+  virtual void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) = 0;
+  virtual void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) = 0;
+  virtual void broadcast_impl(Tensor& t, int src, int64_t timeout_ms) = 0;
+  virtual void barrier_impl(int64_t timeout_ms) = 0;
+  virtual void all_to_all_v_impl(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                                 const std::vector<int64_t>& input_splits, int64_t timeout_ms) = 0;
+  virtual void send_impl(const Tensor& t, int dst, int64_t timeout_ms) = 0;
+  virtual void recv_impl(Tensor& t, int src, int64_t timeout_ms) = 0;
+
+ private:
+  int64_t id_;
 };
+
+// The live group registered under `id` (a ProcessGroup's id()); an error
+// naming the op when none is.
+ProcessGroup& process_group_by_id(int64_t id, const char* op);
+// "sum", "avg", "max", "min".
+const char* reduce_op_name(ReduceOp op);
 
 // The default group, as torch.distributed.init_process_group: backend
 // "symm" (or "auto", the same on one machine). Collective: every rank calls

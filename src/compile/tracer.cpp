@@ -102,6 +102,8 @@ constexpr BreakKind kBreakKinds[] = {
      "a leaf updated under no_grad is read again with grad enabled: eager reads the leaf itself",
      "read it in the next call, or outside the compiled function"},
     {"compiler::graph_break()", "an explicit graph break", "remove the compiler::graph_break() call"},
+    {"collective", "a collective talks to other processes: it runs eagerly, in the program's order",
+     "compile the computation before and after the collective as separate functions"},
 };
 const BreakKind* break_kind(const std::string& reason) {
   for (const BreakKind& k : kBreakKinds)
@@ -202,6 +204,10 @@ class Tracer : public DispatchMode {
   std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                             std::span<const Tensor> out) override {
     if (executing_) return dispatch(op, inputs, attrs, out);
+    if (op.has_side_effects) {
+      if (!trace_.nodes.empty()) graph_break("collective '" + op.name + "'", SourceLocation());
+      return run_eagerly(op, inputs, attrs, out);
+    }
     // A tensor that requires grad and was written under no_grad in this
     // graph holds a value computed without history, while eager reads the
     // leaf itself: end the graph so that it is read as an input.
@@ -226,13 +232,7 @@ class Tracer : public DispatchMode {
       // traced into the next graph: which graph it lands in must not
       // depend on what the first call compiled).
       if (!trace_.nodes.empty()) graph_break("in-place op '" + op.name + "'", SourceLocation());
-      const bool was = std::exchange(executing_, true);
-      struct Restore {
-        bool& flag;
-        bool value;
-        ~Restore() { flag = value; }
-      } restore{executing_, was};
-      return dispatch(op, inputs, attrs, out);
+      return run_eagerly(op, inputs, attrs, out);
     }
     bool any_pending = false;
     for (const Tensor& t : inputs) any_pending = any_pending || pending_.contains(t.impl());
@@ -252,6 +252,18 @@ class Tracer : public DispatchMode {
     }
     record(op, inputs, attrs, outs);
     return outs;
+  }
+
+  // Runs op for real, its own calls untraced too.
+  std::vector<Tensor> run_eagerly(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                  std::span<const Tensor> out) {
+    const bool was = std::exchange(executing_, true);
+    struct Restore {
+      bool& flag;
+      bool value;
+      ~Restore() { flag = value; }
+    } restore{executing_, was};
+    return dispatch(op, inputs, attrs, out);
   }
 
   // Adds a node whose outputs are the pending tensors outs; returns the

@@ -73,6 +73,7 @@ class Parser {
     expect('-');
     expect('>');
     if (accept('(')) {
+      if (accept(')')) return finish(out);  // "-> ()": no results (send, barrier)
       do {
         SchemaArg r = type();
         skip_space();
@@ -83,12 +84,15 @@ class Parser {
     } else {
       out.returns.push_back(type());
     }
+    return finish(out);
+  }
+
+ private:
+  Schema& finish(Schema& out) {
     skip_space();
     if (pos_ != s_.size()) fail_at("unexpected text after the returns");
     return out;
   }
-
- private:
   static bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
   void skip_space() {
     while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;

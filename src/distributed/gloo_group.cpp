@@ -6,6 +6,7 @@
 // store connection open until it ends), else says no peer answered in time.
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -116,6 +117,12 @@ class GlooGroup final : public ProcessGroup {
     size_ = static_cast<int>(members_.size());
     rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), env.rank) - members_.begin());
     check(rank_ < size_, name, "rank ", env.rank, " is not among the group's ranks");
+    // gloo writes to sockets without MSG_NOSIGNAL: a write to a dead peer
+    // would kill this process by SIGPIPE instead of failing the collective.
+    // Ignore it, as every Python process (so every PyTorch one) does,
+    // unless the program installed a handler of its own.
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
     const int64_t timeout = default_timeout_ms();
     store_ = job_store(env);
     const std::string prefix = concat("gloo/", g_generation.fetch_add(1), "/", members_.front(), "/");
@@ -143,7 +150,7 @@ class GlooGroup final : public ProcessGroup {
     fail("distributed.set_one_shot_max_bytes", "the one-shot threshold belongs to the symm backend; gloo reduces in a ring");
   }
 
-  void all_reduce(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
+  void all_reduce_impl(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
     all_reduce_as("distributed.all_reduce", t, op, timeout_ms);
   }
 
@@ -179,7 +186,7 @@ class GlooGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void broadcast(Tensor& t, int src, int64_t timeout_ms) override {
+  void broadcast_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.broadcast";
     check_cpu(t, name);
     check_rank(src, size_, name);
@@ -195,7 +202,7 @@ class GlooGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
+  void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
     const char* name = "distributed.all_gather";
     check_cpu(out, name);
     check_cpu(input, name);
@@ -215,7 +222,7 @@ class GlooGroup final : public ProcessGroup {
 
   // Each rank sends slice r of its input to rank r (one all-to-all) and
   // reduces the W slices it receives, in rank order.
-  void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
+  void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.reduce_scatter";
     check_cpu(out, name);
     check_cpu(input, name);
@@ -239,8 +246,8 @@ class GlooGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
-                    const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
+  void all_to_all_v_impl(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                         const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
     const char* name = "distributed.all_to_all_v";
     const int W = size_, me = rank_;
     check_all_to_all_v(out, input, output_splits, input_splits, W, name);
@@ -284,7 +291,7 @@ class GlooGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void send(const Tensor& t, int dst, int64_t timeout_ms) override {
+  void send_impl(const Tensor& t, int dst, int64_t timeout_ms) override {
     const char* name = "distributed.send";
     check_cpu(t, name);
     check_rank(dst, size_, name);
@@ -300,7 +307,7 @@ class GlooGroup final : public ProcessGroup {
     });
   }
 
-  void recv(Tensor& t, int src, int64_t timeout_ms) override {
+  void recv_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.recv";
     check_cpu(t, name);
     check_rank(src, size_, name);
@@ -317,7 +324,7 @@ class GlooGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void barrier(int64_t timeout_ms) override {
+  void barrier_impl(int64_t timeout_ms) override {
     guarded("distributed.barrier", timeout_ms, [&] {
       gloo::BarrierOptions opts(context_);
       opts.setTimeout(milliseconds(resolve_timeout(timeout_ms)));

@@ -35,7 +35,7 @@ class HierarchicalGroup final : public ProcessGroup {
   size_t one_shot_max_bytes() const override { return node_->one_shot_max_bytes(); }
   void set_one_shot_max_bytes(size_t bytes) override { node_->set_one_shot_max_bytes(bytes); }
 
-  void all_reduce(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
+  void all_reduce_impl(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.all_reduce";
     check_cpu(t, name);
     check_reduction(t.dtype(), op, name);
@@ -56,20 +56,20 @@ class HierarchicalGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void broadcast(Tensor& t, int src, int64_t timeout_ms) override { all_->broadcast(t, src, timeout_ms); }
-  void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
+  void broadcast_impl(Tensor& t, int src, int64_t timeout_ms) override { all_->broadcast(t, src, timeout_ms); }
+  void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
     all_->all_gather(out, input, timeout_ms);
   }
-  void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
+  void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
     all_->reduce_scatter(out, input, op, timeout_ms);
   }
-  void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
-                    const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
+  void all_to_all_v_impl(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                         const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
     all_->all_to_all_v(out, input, output_splits, input_splits, timeout_ms);
   }
-  void send(const Tensor& t, int dst, int64_t timeout_ms) override { all_->send(t, dst, timeout_ms); }
-  void recv(Tensor& t, int src, int64_t timeout_ms) override { all_->recv(t, src, timeout_ms); }
-  void barrier(int64_t timeout_ms) override { all_->barrier(timeout_ms); }
+  void send_impl(const Tensor& t, int dst, int64_t timeout_ms) override { all_->send(t, dst, timeout_ms); }
+  void recv_impl(Tensor& t, int src, int64_t timeout_ms) override { all_->recv(t, src, timeout_ms); }
+  void barrier_impl(int64_t timeout_ms) override { all_->barrier(timeout_ms); }
 
  private:
   int rank_, size_;

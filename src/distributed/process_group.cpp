@@ -49,7 +49,7 @@ class SymmGroup final : public ProcessGroup {
   size_t one_shot_max_bytes() const override { return one_shot_max_; }
   void set_one_shot_max_bytes(size_t bytes) override { one_shot_max_ = bytes; }
 
-  void all_reduce(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
+  void all_reduce_impl(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.all_reduce";
     check_cpu(t, name);
     detail::check_reduction(t.dtype(), op, name);
@@ -82,7 +82,7 @@ class SymmGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void broadcast(Tensor& t, int src, int64_t timeout_ms) override {
+  void broadcast_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.broadcast";
     check_cpu(t, name);
     check_rank(src, name);
@@ -98,7 +98,7 @@ class SymmGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void all_gather(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
+  void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
     const char* name = "distributed.all_gather";
     check_cpu(out, name);
     check_cpu(input, name);
@@ -113,7 +113,7 @@ class SymmGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void reduce_scatter(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
+  void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.reduce_scatter";
     check_cpu(out, name);
     check_cpu(input, name);
@@ -129,8 +129,8 @@ class SymmGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void all_to_all_v(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
-                    const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
+  void all_to_all_v_impl(Tensor& out, const Tensor& input, const std::vector<int64_t>& output_splits,
+                         const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
     const char* name = "distributed.all_to_all_v";
     const int W = size(), me = rank();
     check_all_to_all_v(out, input, output_splits, input_splits, W, name);
@@ -160,7 +160,7 @@ class SymmGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void send(const Tensor& t, int dst, int64_t timeout_ms) override {
+  void send_impl(const Tensor& t, int dst, int64_t timeout_ms) override {
     const char* name = "distributed.send";
     check_cpu(t, name);
     check_rank(dst, name);
@@ -178,7 +178,7 @@ class SymmGroup final : public ProcessGroup {
     } while (start < total);
   }
 
-  void recv(Tensor& t, int src, int64_t timeout_ms) override {
+  void recv_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.recv";
     check_cpu(t, name);
     check_rank(src, name);
@@ -196,7 +196,7 @@ class SymmGroup final : public ProcessGroup {
     c.finish();
   }
 
-  void barrier(int64_t timeout_ms) override { w_.barrier(0, timeout_ms, "distributed.barrier"); }
+  void barrier_impl(int64_t timeout_ms) override { w_.barrier(0, timeout_ms, "distributed.barrier"); }
 
  private:
   // Where one-shot stops winning, from kiln-bench-collectives on the 2-core

@@ -3,6 +3,7 @@
 
 #include "autograd/graph.h"
 #include "kiln/attention.h"
+#include "kiln/distributed.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -43,6 +44,15 @@ void run_every_op() {
   flex_attention(q, randn({1, 2, 5, 4}), randn({1, 2, 5, 4}), NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 5, 5, 4))
       .out.sum()
       .backward();  // flex_attention_backward
+  {  // the collectives (c10d::...), on a group of this one process
+    distributed::ProcessGroup& pg = distributed::init_process_group("symm");
+    Tensor t = randn({3}), g = empty({3});
+    pg.all_reduce(t), pg.broadcast(t, 0), pg.all_gather(g, t), pg.reduce_scatter(g, t), pg.all_to_all_v(g, t, {3}, {3});
+    pg.barrier();
+    EXPECT_THROW(pg.send(t, 0), Error);  // to itself: the op is seen, then its kernel refuses
+    EXPECT_THROW(pg.recv(t, 0), Error);
+    distributed::destroy_process_group();
+  }
 }
 
 TEST(Dispatcher, AModeInterceptsEveryRegisteredOp) {

@@ -295,3 +295,52 @@ TEST(MoE, TrainsDataParallelWithShardedExperts) {
   }
   EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last;
 }
+
+// Each collective is a dispatcher op (c10d::...): a mode sees it, the
+// profiler times it, and kiln::compile ends its graph there, running the
+// collective eagerly in program order (fullgraph: an error naming it).
+TEST(ProcessGroup, CollectivesAreDispatcherOpsThatCompileRunsEagerly) {
+  ProcessGroup& pg = group();
+  struct Seen : DispatchMode {
+    std::vector<std::string> names;
+    std::vector<Tensor> on_op(const OpDef& op, std::span<const Tensor> in, const Attrs& attrs,
+                              std::span<const Tensor> out) override {
+      names.push_back(op.name);
+      return dispatch(op, in, attrs, out);
+    }
+  } seen;
+  Tensor t = ones({4});
+  {
+    ModeGuard guard(&seen);
+    pg.all_reduce(t);
+    pg.barrier();
+  }
+  EXPECT_EQ(seen.names, (std::vector<std::string>{"c10d::allreduce_", "c10d::barrier"}));
+
+  profiler::reset();
+  profiler::enable(true);
+  Tensor p = ones({5});
+  pg.all_reduce(p);
+  profiler::enable(false);
+  bool timed = false;
+  for (const auto& s : profiler::op_stats()) timed = timed || s.key.rfind("c10d::allreduce_ [5]", 0) == 0;
+  EXPECT_TRUE(timed) << profiler::summary();
+
+  // (x * 2) all-reduced, then + 1: two graphs around the collective; the
+  // result equals eager's on every call.
+  auto step = [&pg](const Tensor& x) {
+    Tensor y = x * 2.0;
+    pg.all_reduce(y);
+    return y + 1.0;
+  };
+  auto compiled = compile(step);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor x = data_of(pg.rank(), {6}, kFloat32, 950 + call);
+    test::expect_matches(compiled(x), reduced({6}, kFloat32, 950 + call, ReduceOp::Sum) * 2.0 + 1.0, "compiled step");
+  }
+  CompileOptions full;
+  full.fullgraph = true;
+  auto whole = compile(step, full);
+  test::expect_error([&] { whole(ones({6})); }, {"graph break: collective 'c10d::allreduce_'"});
+  pg.barrier();  // the refused call ran no collective on any rank
+}
