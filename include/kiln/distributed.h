@@ -91,6 +91,16 @@ Tensor one_shot_all_reduce(const Tensor& input, const std::string& reduce_op = "
 // every rank moves 2 (W-1)/W of the data (bandwidth-optimal).
 Tensor& two_shot_all_reduce_(Tensor& input, const std::string& reduce_op = "sum");
 
+// Reduce-scatter through the peers' buffers (PyTorch's reduce_scatter_out):
+// input (symmetric, contiguous, W * n rows along dim 0) is reduced over the
+// ranks and this rank's n rows (rows [rank * n, (rank + 1) * n)) written
+// to out (any tensor of that shape and dtype). Returns out.
+Tensor& reduce_scatter_out(const Tensor& input, Tensor& out, const std::string& reduce_op = "sum");
+// All-gather through the peers' buffers: out (any tensor, W times input's
+// rows along dim 0) gets every rank's input (symmetric, contiguous), in
+// rank order. Returns out.
+Tensor& all_gather_out(const Tensor& input, Tensor& out);
+
 // Mixture-of-experts token exchange on symmetric buffers (PyTorch's
 // all_to_all_vdev): input, out and the split tensors all come from
 // symm_mem::empty; input_splits (int64 [W]) says how many rows of input go

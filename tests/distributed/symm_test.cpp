@@ -112,6 +112,44 @@ TEST(SymmetricMemory, TwoShotAllReduceMatchesAFloat64Reference) {
     }
 }
 
+TEST(SymmetricMemory, ReduceScatterOutAndAllGatherOutMatchTheReference) {
+  const int W = world();
+  const int64_t cols = 33;
+  uint64_t salt = 300;
+  for (DType dtype : kDTypes)
+    for (const char* op : {"sum", "avg", "max", "min"}) {
+      if (dtype == kInt64 && std::string(op) == "avg") continue;
+      for (int64_t rows : {int64_t{0}, int64_t{1}, int64_t{5}}) {  // per rank
+        ++salt;
+        const int64_t n = W * rows * cols;
+        Tensor x = symm_mem::empty({W * rows, cols}, dtype);
+        x.copy_(input_of(me(), n, dtype, salt).view({W * rows, cols}));
+        Tensor out = empty({rows, cols}, dtype);
+        Tensor& r = symm_mem::reduce_scatter_out(x, out, op);
+        EXPECT_EQ(&r, &out);
+        const std::string what = std::string("reduce_scatter_out ") + op + " " + dtype_name(dtype) + " rows " +
+                                 std::to_string(rows);
+        test::expect_matches(out, reference(n, dtype, salt, op).view({W * rows, cols}).slice(0, me() * rows,
+                                                                                            (me() + 1) * rows),
+                             what);
+      }
+    }
+  // Into a transposed (non-contiguous) output.
+  Tensor in = symm_mem::empty({3, 4});
+  in.copy_(input_of(me(), 12, kFloat32, 399).view({3, 4}));
+  Tensor base = full({4, 3 * W}, -1.0);
+  Tensor out = base.t();  // [3W, 4]
+  Tensor& g = symm_mem::all_gather_out(in, out);
+  EXPECT_EQ(&g, &out);
+  for (int r = 0; r < W; ++r)
+    test::expect_matches(out.slice(0, 3 * r, 3 * r + 3), input_of(r, 12, kFloat32, 399).view({3, 4}), "all_gather_out");
+  Tensor wrong = empty({5, 4});
+  test::expect_error([&] { symm_mem::all_gather_out(in, wrong); }, {"symm_mem.all_gather_out", "times the rows"});
+  test::expect_error([&] { symm_mem::reduce_scatter_out(in, wrong); }, {"symm_mem.reduce_scatter_out", "times the rows"});
+  Tensor plain = randn({3, 4});
+  test::expect_error([&] { symm_mem::all_gather_out(plain, out); }, {"not in the symmetric heap"});
+}
+
 TEST(SymmetricMemory, AViewInsideABufferReducesItsOwnElements) {
   Tensor buf = symm_mem::empty({4, 50});
   buf.copy_(input_of(me(), 200, kFloat32, 7).view({4, 50}));
