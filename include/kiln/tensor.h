@@ -230,6 +230,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // the value's), the device to default_device(); the *_like ones take the
 // tensor's dtype and device.
 Tensor empty(Shape sizes, TensorOptions options = {});
+// A contiguous tensor whose memory comes from `allocator`, which must
+// outlive it and serve memory the device's kernels can use (symm_mem::empty
+// allocates from the symmetric heap so).
+Tensor empty(Shape sizes, TensorOptions options, Allocator& allocator);
 Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options = {});
 Tensor empty_like(const Tensor& t);
 Tensor zeros(Shape sizes, TensorOptions options = {});

@@ -9,8 +9,8 @@
 
 namespace kiln {
 
-StorageImpl::StorageImpl(size_t nbytes, Device device)
-    : nbytes_(nbytes), device_(device), allocator_(allocator_for(device.type())) {
+StorageImpl::StorageImpl(size_t nbytes, Device device, Allocator* allocator)
+    : nbytes_(nbytes), device_(device), allocator_(allocator ? allocator : allocator_for(device.type())) {
   data_ = allocator_->allocate(nbytes);
 }
 

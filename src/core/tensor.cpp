@@ -37,9 +37,10 @@ bool Tensor::is_contiguous() const {
 // kernels allocate without calling up into src/ops.
 namespace {
 
-Tensor new_tensor(Shape sizes, Shape strides, size_t nbytes, DType dtype, Device device) {
+Tensor new_tensor(Shape sizes, Shape strides, size_t nbytes, DType dtype, Device device,
+                  Allocator* allocator = nullptr) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(nbytes, device);
+  impl->storage = std::make_shared<StorageImpl>(nbytes, device, allocator);
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->dtype = dtype;
@@ -62,6 +63,13 @@ Tensor empty(Shape sizes, TensorOptions options) {
   const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
   Shape strides = contiguous_strides(sizes);
   return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default());
+}
+
+Tensor empty(Shape sizes, TensorOptions options, Allocator& allocator) {
+  const DType dtype = options.dtype_or(kFloat32);
+  const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
+  Shape strides = contiguous_strides(sizes);
+  return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default(), &allocator);
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }

@@ -76,12 +76,27 @@ class Handle final : public SymmetricMemory {
 
 }  // namespace
 
+namespace {
+
+// The symmetric heap as the allocator of the tensors it holds (CPU memory
+// no device type allocates by default).
+class SymmetricHeapAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    World& w = World::get();
+    return w.heap(w.rank()) + w.allocate(nbytes).offset;
+  }
+  void deallocate(void* p, size_t) override {
+    World& w = World::get();
+    w.release(static_cast<size_t>(static_cast<uint8_t*>(p) - w.heap(w.rank())));
+  }
+};
+
+}  // namespace
+
 Tensor empty(Shape sizes, DType dtype) {
-  World& w = World::get();
-  const int64_t n = shape_numel(sizes);
-  const World::Block b = w.allocate(static_cast<size_t>(n) * element_size(dtype));
-  const size_t offset = b.offset;
-  return from_blob(w.heap(w.rank()) + offset, std::move(sizes), dtype, [offset](void*) { World::get().release(offset); });
+  static SymmetricHeapAllocator* const allocator = new SymmetricHeapAllocator;  // outlives every tensor
+  return kiln::empty(std::move(sizes), TensorOptions(dtype).device(kCPU), *allocator);
 }
 
 std::shared_ptr<SymmetricMemory> rendezvous(const Tensor& t) { return detail::rendezvous(t, "symm_mem.rendezvous"); }

@@ -21,8 +21,9 @@ using Shape = std::vector<int64_t>;
 // deleter (from_blob).
 class StorageImpl {
  public:
-  // Allocates, uninitialised, from allocator_for(device.type()).
-  StorageImpl(size_t nbytes, Device device);
+  // Allocates, uninitialised, from allocator_for(device.type()), or from
+  // `allocator` (one registered for no device type: a symmetric heap).
+  StorageImpl(size_t nbytes, Device device, Allocator* allocator = nullptr);
   StorageImpl(void* data, size_t nbytes, std::function<void(void*)> deleter);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
