@@ -20,6 +20,7 @@ cleanup() { ip netns del "$ns_a" 2>/dev/null; ip netns del "$ns_b" 2>/dev/null; 
 trap cleanup EXIT
 ip netns add "$ns_a" 2>/dev/null || skip "cannot create a network namespace here (needs root with CAP_SYS_ADMIN)"
 ip netns add "$ns_b" || exit 1
+ip netns exec "$ns_a" true 2>/dev/null || skip "cannot enter a network namespace here (ip netns exec)"
 ip link add "$if_a" type veth peer name "$if_b" || skip "cannot create a veth pair here"
 ip link set "$if_a" netns "$ns_a" && ip link set "$if_b" netns "$ns_b" || exit 1
 for side in "$ns_a $if_a $net.1" "$ns_b $if_b $net.2"; do
