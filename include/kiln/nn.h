@@ -38,7 +38,7 @@ class Module {
   StateDict state_dict() const;
   // Copies values in. Strict: every key must match, with the same shape.
   void load_state_dict(const StateDict& state, bool strict = true);
-  void to(DType dtype);  // converts parameters and floating buffers
+  void to(DType dtype);  // converts parameters and floating buffers, in place
   // Moves parameters and buffers to `device` (their values copied; to meta,
   // shapes only). From meta, where there are no values, use to_empty.
   void to(Device device);
@@ -56,9 +56,10 @@ class Module {
   void register_module(const std::string& name, Module* child);
 
  private:
-  // Replaces every parameter and buffer t that `applies` to with make(t),
-  // under no_grad; tensors shared between slots (tied weights) stay shared,
-  // and parameters keep requires_grad.
+  // Converts every parameter and buffer t that `applies` to into make(t),
+  // in place (Note [Converting in place]: every handle on t sees it, an
+  // optimizer's too), under no_grad; tied tensors are converted once, and
+  // parameters keep requires_grad and their (converted) gradient.
   void replace_tensors(const std::function<bool(const Tensor&)>& applies,
                        const std::function<Tensor(const Tensor&)>& make);
   template <class F>

@@ -105,23 +105,32 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
 }
 
+// Note [Converting in place]
+// As PyTorch's `param.data = fn(param.data)`: the TensorImpl that every
+// handle on a parameter shares (the module's, an optimizer's, a tied
+// slot's) takes the converted data, so an optimizer built before the call
+// goes on updating the module's tensors. Its autograd state (requires_grad,
+// the gradient, converted too) stays. A view taken before keeps the old
+// memory, as in PyTorch.
 void Module::replace_tensors(const std::function<bool(const Tensor&)>& applies,
                              const std::function<Tensor(const Tensor&)>& make) {
   NoGradGuard no_grad;
-  std::map<TensorImpl*, Tensor> converted;  // keeps tied tensors tied
-  visit("", [&](const std::string&, Tensor* t, bool is_param) {
-    if (!t->defined() || !applies(*t)) return;
-    auto it = converted.find(t->impl());
-    if (it != converted.end()) {
-      *t = it->second;
-      return;
-    }
-    TensorImpl* old = t->impl();
-    const bool rg = t->requires_grad();
-    Tensor c = make(*t);
-    if (is_param && rg) c.requires_grad_(true);
-    converted.emplace(old, c);
-    *t = c;
+  std::set<TensorImpl*> converted;  // tied tensors once
+  visit("", [&](const std::string&, Tensor* t, bool) {
+    if (!t->defined() || converted.count(t->impl()) || !applies(*t)) return;
+    converted.insert(t->impl());
+    const Tensor c = make(*t);
+    const Tensor grad = t->grad();
+    TensorImpl& impl = *t->impl();
+    const TensorImpl& from = *c.impl();
+    impl.storage = from.storage;
+    impl.sizes = from.sizes;
+    impl.strides = from.strides;
+    impl.storage_offset = from.storage_offset;
+    impl.dtype = from.dtype;
+    impl.device = from.device;
+    impl.version->fetch_add(1);  // its values changed in place
+    if (grad.defined()) t->set_grad(make(grad));
   });
 }
 

@@ -77,6 +77,46 @@ TEST(Module, TrainEvalToDTypeAndZeroGrad) {
   EXPECT_FALSE(m.fc1.weight.grad().defined());
 }
 
+// Module::to converts in place (Note [Converting in place]): a handle taken
+// before (an optimizer's) sees the converted tensor and its gradient, and an
+// optimizer built before the call trains the converted model.
+TEST(Module, ToConvertsInPlaceSoAnOptimizerBuiltBeforeStillTrains) {
+  manual_seed(3);
+  TwoLayer m;
+  optim::SGDOptions o;
+  o.lr = 0.05;
+  optim::SGD opt(m.parameters(), o);
+  const Tensor handle = m.fc1.weight;  // as the optimizer holds it
+  m(randn({2, 3})).sum().backward();
+  const Tensor grad32 = m.fc1.weight.grad().clone();
+  m.to(kFloat64);
+  EXPECT_TRUE(handle.is_same(m.fc1.weight));
+  EXPECT_EQ(handle.dtype(), kFloat64);
+  EXPECT_TRUE(handle.requires_grad());
+  EXPECT_EQ(handle.grad().dtype(), kFloat64);
+  expect_close(handle.grad(), values(grad32.to(kFloat64)), 0, 0, "gradient converted with its tensor");
+  opt.zero_grad();
+  manual_seed(4);
+  const Tensor x = randn({32, 3}, kFloat64), target = randn({32, 2}, kFloat64) * 0.1;
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    Tensor loss = nn::mse_loss(m(x), target);
+    (step == 0 ? first : last) = loss.item<double>();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last;
+  // Back to float32 the same way, the optimizer still attached.
+  m.to(kFloat32);
+  EXPECT_EQ(handle.dtype(), kFloat32);
+  Tensor loss = nn::mse_loss(m(x.to(kFloat32)), target.to(kFloat32));
+  opt.zero_grad();
+  loss.backward();
+  opt.step();
+  EXPECT_EQ(handle.grad().dtype(), kFloat32);
+}
+
 TEST(Module, DropoutAndSequential) {
   manual_seed(31);
   nn::Dropout d(0.3);
