@@ -4,7 +4,8 @@
 // the process group's, after which rank 0 destroys the group), so in the
 // middle of one. MODE hang: rank 1 stops (SIGSTOP) instead, and rank 0
 // must time out naming it and exit 3. MODE gloo_X: the same on the gloo
-// process group (X: setup, all_reduce, all_to_all_v, hang). Rank 0 must get a DistributedError naming rank 1 and the
+// process group (X: setup, hang, or the collective: all_reduce, broadcast,
+// all_gather, reduce_scatter, all_to_all_v, send_recv). Rank 0 must get a DistributedError naming rank 1 and the
 // operation within the timeout (KILN_DIST_TIMEOUT_MS), never hang. Rank 0
 // ignores the launcher's SIGTERM so it can report; it exits 0 when the
 // error was right.
@@ -37,13 +38,26 @@ void schedule_fault(bool hang) {
 [[noreturn]] void run_gloo(const std::string& what, int rank) {
   ProcessGroup& pg = init_process_group("gloo");
   if (rank == 1) schedule_fault(what == "hang");
-  Tensor x = ones({1 << 16});
+  Tensor x = ones({1 << 16}), out = empty({1 << 16}), pair = empty({2 << 16}), half = empty({1 << 15});
   for (;;) {
     if (what == "all_reduce" || what == "setup") {
       pg.all_reduce(x);
+    } else if (what == "broadcast") {
+      pg.broadcast(x, 1);
+    } else if (what == "all_gather") {
+      pg.all_gather(pair, x);
+    } else if (what == "reduce_scatter") {
+      pg.reduce_scatter(half, x);
     } else if (what == "all_to_all_v") {
-      Tensor out = empty({1 << 16});
       pg.all_to_all_v(out, x, {1 << 15, 1 << 15}, {1 << 15, 1 << 15});
+    } else if (what == "send_recv") {
+      if (rank == 0) {
+        pg.send(x, 1);
+        pg.recv(out, 1);
+      } else {
+        pg.recv(out, 0);
+        pg.send(x, 0);
+      }
     } else if (what == "hang") {
       pg.barrier();
     } else {
@@ -100,6 +114,8 @@ int main(int argc, char** argv) {
     if (what == "hang") return m.find("rank 1 ") != std::string::npos && m.find("(hung?)") != std::string::npos ? 3 : 1;
     // all_reduce: rank 1 may die before the group's set-up ends
     const bool names_op = m.find(op) != std::string::npos ||
+                          (what == "send_recv" && (m.find("distributed.send") != std::string::npos ||
+                                                   m.find("distributed.recv") != std::string::npos)) ||
                           (what != "setup" && m.find("init_process_group") != std::string::npos);
     return m.find("rank 1") != std::string::npos && names_op ? 0 : 1;
   }

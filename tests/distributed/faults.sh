@@ -27,7 +27,8 @@ job() {
   if [[ $status -eq 0 ]]; then echo "FAIL $1: the launcher exited 0"; fail=1; fi
   if (( ms > 15000 )); then echo "FAIL $1: took $ms ms"; fail=1; fi
 }
-for mode in setup one_shot two_shot barrier signal all_reduce gloo_setup gloo_all_reduce gloo_all_to_all_v; do
+for mode in setup one_shot two_shot barrier signal all_reduce gloo_setup gloo_all_reduce gloo_broadcast \
+            gloo_all_gather gloo_reduce_scatter gloo_all_to_all_v gloo_send_recv; do
   # Well inside the 20 s grace: rank 0 answers by itself, not by SIGKILL.
   job "$mode" 20
   if ! grep -q "rank 1 was killed by signal 9 (SIGKILL)" <<<"$out"; then echo "FAIL $mode: the launcher did not name rank 1's signal"; fail=1; fi
