@@ -179,7 +179,8 @@ class ProcessGroup {
   virtual size_t one_shot_max_bytes() const = 0;
   virtual void set_one_shot_max_bytes(size_t bytes) = 0;
 
-  // The backend's collectives, as the ops' kernels call them.
+  // The backend's collectives, as the ops' kernels call them with their
+  // arguments checked (collective_ops.cpp).
   virtual void all_reduce_impl(Tensor& t, ReduceOp op, int64_t timeout_ms) = 0;
   virtual void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) = 0;
   virtual void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) = 0;

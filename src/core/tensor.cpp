@@ -56,20 +56,23 @@ Tensor empty_strided(Shape sizes, Shape strides, TensorOptions options) {
   return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default());
 }
 
-Tensor empty(Shape sizes, TensorOptions options) {
-  // Every op's output comes from here: contiguous, so its extent is its
-  // byte size (Note [Checked sizes]), without empty_strided's general walk.
+namespace {
+
+// Every op's output comes from here: contiguous, so its extent is its byte
+// size (Note [Checked sizes]), without empty_strided's general walk.
+Tensor contiguous_empty(Shape sizes, TensorOptions options, Allocator* allocator) {
   const DType dtype = options.dtype_or(kFloat32);
   const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
   Shape strides = contiguous_strides(sizes);
-  return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default());
+  return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default(), allocator);
 }
 
+}  // namespace
+
+Tensor empty(Shape sizes, TensorOptions options) { return contiguous_empty(std::move(sizes), options, nullptr); }
+
 Tensor empty(Shape sizes, TensorOptions options, Allocator& allocator) {
-  const DType dtype = options.dtype_or(kFloat32);
-  const size_t nbytes = shape_nbytes(sizes, dtype, "empty");
-  Shape strides = contiguous_strides(sizes);
-  return new_tensor(std::move(sizes), std::move(strides), nbytes, dtype, options.device_or_default(), &allocator);
+  return contiguous_empty(std::move(sizes), options, &allocator);
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }

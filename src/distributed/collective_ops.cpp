@@ -7,9 +7,12 @@
 
 #include "autograd/graph.h"
 #include "distributed/group_util.h"
+#include "distributed/symmetric_memory.h"
 #include "kiln/dispatch.h"
 
 namespace kiln::distributed {
+
+using namespace detail;
 
 namespace {
 
@@ -35,48 +38,88 @@ ProcessGroup& group_of(const OpCall& c, const char* op) { return process_group_b
 int64_t timeout_of(const OpCall& c) { return c.attrs.get_int("timeout_ms"); }
 ReduceOp reduce_of(const OpCall& c) { return reduce_op_from_name(c.attrs.get_string("reduce_op")); }
 
+// The kernels check the arguments once for every backend (the backends'
+// *_impl take them as checked), under the name the user called.
 const OpDef& kAllReduce = collective(
     "c10d::allreduce_", "c10d::allreduce_(Tensor(a!) self, str reduce_op, int group, int timeout_ms) -> Tensor(a!)",
     written_in_place, [](const OpCall& c) {
-      group_of(c, "c10d::allreduce_").all_reduce_impl(c.outputs[0], reduce_of(c), timeout_of(c));
+      const char* name = "distributed.all_reduce";
+      Tensor& t = c.outputs[0];
+      check_cpu(t, name);
+      check_reduction(t.dtype(), reduce_of(c), name);
+      group_of(c, "c10d::allreduce_").all_reduce_impl(t, reduce_of(c), timeout_of(c));
     });
 const OpDef& kBroadcast = collective(
     "c10d::broadcast_", "c10d::broadcast_(Tensor(a!) self, int src, int group, int timeout_ms) -> Tensor(a!)",
     written_in_place, [](const OpCall& c) {
-      group_of(c, "c10d::broadcast_")
-          .broadcast_impl(c.outputs[0], static_cast<int>(c.attrs.get_int("src")), timeout_of(c));
+      const char* name = "distributed.broadcast";
+      ProcessGroup& g = group_of(c, "c10d::broadcast_");
+      const int src = static_cast<int>(c.attrs.get_int("src"));
+      check_cpu(c.outputs[0], name);
+      check_rank(src, g.size(), name);
+      g.broadcast_impl(c.outputs[0], src, timeout_of(c));
     });
 const OpDef& kAllGather = collective(
     "c10d::_allgather_base_",
     "c10d::_allgather_base_(Tensor(a!) out, Tensor input, int group, int timeout_ms) -> Tensor(a!)",
     written_in_place, [](const OpCall& c) {
-      group_of(c, "c10d::_allgather_base_").all_gather_impl(c.outputs[0], c.inputs[1], timeout_of(c));
+      const char* name = "distributed.all_gather";
+      ProcessGroup& g = group_of(c, "c10d::_allgather_base_");
+      Tensor& out = c.outputs[0];
+      const Tensor& input = c.inputs[1];
+      check_cpu(out, name);
+      check_cpu(input, name);
+      check_rows(out, input, rows(input) * g.size(), name, "W times the input's");
+      g.all_gather_impl(out, input, timeout_of(c));
     });
 const OpDef& kReduceScatter = collective(
     "c10d::_reduce_scatter_base_",
     "c10d::_reduce_scatter_base_(Tensor(a!) out, Tensor input, str reduce_op, int group, int timeout_ms) -> Tensor(a!)",
     written_in_place, [](const OpCall& c) {
-      group_of(c, "c10d::_reduce_scatter_base_")
-          .reduce_scatter_impl(c.outputs[0], c.inputs[1], reduce_of(c), timeout_of(c));
+      const char* name = "distributed.reduce_scatter";
+      ProcessGroup& g = group_of(c, "c10d::_reduce_scatter_base_");
+      Tensor& out = c.outputs[0];
+      const Tensor& input = c.inputs[1];
+      check_cpu(out, name);
+      check_cpu(input, name);
+      check_reduction(input.dtype(), reduce_of(c), name);
+      check_rows(input, out, rows(out) * g.size(), name, "W times the output's");
+      g.reduce_scatter_impl(out, input, reduce_of(c), timeout_of(c));
     });
 const OpDef& kAllToAll = collective(
     "c10d::alltoall_base_",
     "c10d::alltoall_base_(Tensor(a!) out, Tensor input, int[] output_split_sizes, int[] input_split_sizes, int group, "
     "int timeout_ms) -> Tensor(a!)",
     written_in_place, [](const OpCall& c) {
-      group_of(c, "c10d::alltoall_base_")
-          .all_to_all_v_impl(c.outputs[0], c.inputs[1], c.attrs.get_shape("output_split_sizes"),
-                             c.attrs.get_shape("input_split_sizes"), timeout_of(c));
+      ProcessGroup& g = group_of(c, "c10d::alltoall_base_");
+      const Shape& output_splits = c.attrs.get_shape("output_split_sizes");
+      const Shape& input_splits = c.attrs.get_shape("input_split_sizes");
+      check_all_to_all_v(c.outputs[0], c.inputs[1], output_splits, input_splits, g.size(), "distributed.all_to_all_v");
+      g.all_to_all_v_impl(c.outputs[0], c.inputs[1], output_splits, input_splits, timeout_of(c));
     });
+
+// send and recv: a peer in the group other than this rank.
+void check_peer(const Tensor& t, int peer, const ProcessGroup& g, const char* name, const char* to_or_from) {
+  check_cpu(t, name);
+  check_rank(peer, g.size(), name);
+  check(peer != g.rank(), name, "rank ", g.rank(), " cannot ", to_or_from, " itself");
+}
+
 const OpDef& kSend = collective(
     "c10d::send", "c10d::send(Tensor self, int dst, int group, int timeout_ms) -> ()", nothing,
     [](const OpCall& c) {
-      group_of(c, "c10d::send").send_impl(c.inputs[0], static_cast<int>(c.attrs.get_int("dst")), timeout_of(c));
+      ProcessGroup& g = group_of(c, "c10d::send");
+      const int dst = static_cast<int>(c.attrs.get_int("dst"));
+      check_peer(c.inputs[0], dst, g, "distributed.send", "send to");
+      g.send_impl(c.inputs[0], dst, timeout_of(c));
     });
 const OpDef& kRecv = collective(
     "c10d::recv_", "c10d::recv_(Tensor(a!) self, int src, int group, int timeout_ms) -> Tensor(a!)",
     written_in_place, [](const OpCall& c) {
-      group_of(c, "c10d::recv_").recv_impl(c.outputs[0], static_cast<int>(c.attrs.get_int("src")), timeout_of(c));
+      ProcessGroup& g = group_of(c, "c10d::recv_");
+      const int src = static_cast<int>(c.attrs.get_int("src"));
+      check_peer(c.outputs[0], src, g, "distributed.recv", "receive from");
+      g.recv_impl(c.outputs[0], src, timeout_of(c));
     });
 const OpDef& kBarrier = collective("c10d::barrier", "c10d::barrier(int group, int timeout_ms) -> ()", nothing,
                                    [](const OpCall& c) { group_of(c, "c10d::barrier").barrier_impl(timeout_of(c)); });

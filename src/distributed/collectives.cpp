@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "distributed/group_util.h"
 #include "distributed/symmetric_memory.h"
 #include "kiln/runtime.h"
 
@@ -91,17 +92,22 @@ using detail::World;
 
 namespace {
 
-// The checks every all-reduce makes; the buffers of t on every rank.
-std::vector<const uint8_t*> peer_buffers(World& w, const Tensor& t, ReduceOp op, const char* name) {
-  detail::check_reduction(t.dtype(), op, name);
-  check(t.is_contiguous(), name, "expects a contiguous tensor (got sizes ", shape_str(t.sizes()), ", strides ",
-        shape_str(t.strides()), ")");
+// Where t (contiguous, in the symmetric heap) lies on every rank.
+std::vector<const uint8_t*> peer_buffers(World& w, const Tensor& t, const char* name) {
+  check(t.defined() && t.is_contiguous(), name, "expects a contiguous tensor (got sizes ", shape_str(t.sizes()),
+        ", strides ", shape_str(t.strides()), ")");
   // Checks every rank offers the same buffer; t may start inside it.
   const std::vector<void*> buffers = detail::rendezvous(t, name)->buffer_ptrs();
   const auto within = static_cast<const uint8_t*>(t.raw_data()) - static_cast<const uint8_t*>(buffers[w.rank()]);
   std::vector<const uint8_t*> bases;
   for (void* b : buffers) bases.push_back(static_cast<const uint8_t*>(b) + within);
   return bases;
+}
+
+// The checks every reduction makes; the buffers of t on every rank.
+std::vector<const uint8_t*> peer_buffers(World& w, const Tensor& t, ReduceOp op, const char* name) {
+  detail::check_reduction(t.dtype(), op, name);
+  return peer_buffers(w, t, name);
 }
 
 }  // namespace
@@ -145,19 +151,13 @@ Tensor& two_shot_all_reduce_(Tensor& input, const std::string& reduce_op) {
 
 namespace {
 
-// input's row count and the shape of one row (a 0-dim input: one row).
-std::pair<int64_t, Shape> rows_of(const Tensor& t) {
-  if (t.dim() == 0) return {1, {}};
-  return {t.size(0), Shape(t.sizes().begin() + 1, t.sizes().end())};
-}
-
-// Checks out against input for a W-fold split (gather: out has W times
-// input's rows; scatter: input has W times out's).
+// A W-fold split along dim 0 (gather: out has W times input's rows;
+// scatter: input has W times out's).
 void check_split(const Tensor& big, const Tensor& small, int W, const char* name) {
-  const auto [big_rows, big_row] = rows_of(big);
-  const auto [small_rows, small_row] = rows_of(small);
-  check(big.dim() >= 1 && big.dtype() == small.dtype() && big_rows == W * small_rows && big_row == small_row, name,
-        "sizes ", shape_str(big.sizes()), " ", dtype_name(big.dtype()), " and ", shape_str(small.sizes()), " ",
+  using detail::rows, detail::row_shape;
+  check(big.dim() >= 1 && big.dtype() == small.dtype() && rows(big) == W * rows(small) &&
+            row_shape(big) == row_shape(small),
+        name, "sizes ", shape_str(big.sizes()), " ", dtype_name(big.dtype()), " and ", shape_str(small.sizes()), " ",
         dtype_name(small.dtype()), ": the larger must have ", W, " times the rows of the smaller, of one shape and dtype");
 }
 
@@ -174,32 +174,28 @@ Tensor& reduce_scatter_out(const Tensor& input, Tensor& out, const std::string& 
   const size_t mine = static_cast<size_t>(n * w.rank()) * element_size(input.dtype());
   std::vector<const uint8_t*> slices;
   for (const uint8_t* b : bases) slices.push_back(b + mine);
-  Tensor result = out.is_contiguous() ? out : kiln::empty(out.sizes(), out.dtype());
+  detail::Contiguous c(out);
   w.barrier(0, 0, name);  // every rank's input is written
-  detail::reduce(input.dtype(), op, slices, result.raw_data(), 0, n);
+  detail::reduce(input.dtype(), op, slices, c.bytes(), 0, n);
   w.barrier(1, 0, name);  // every rank has read its slices
-  if (!result.is_same(out)) out.copy_(result);
+  c.finish();
   return out;
 }
 
 Tensor& all_gather_out(const Tensor& input, Tensor& out) {
   const char* name = "symm_mem.all_gather_out";
   World& w = World::get();
-  check(input.defined() && out.defined(), name, "expects defined tensors");
-  check(input.is_contiguous(), name, "expects a contiguous input (got sizes ", shape_str(input.sizes()), ", strides ",
-        shape_str(input.strides()), ")");
+  const auto bases = peer_buffers(w, input, name);
+  check(out.defined(), name, "expects a defined output");
   check_split(out, input, w.world_size(), name);
-  const std::vector<void*> buffers = detail::rendezvous(input, name)->buffer_ptrs();
-  const auto within = static_cast<const uint8_t*>(input.raw_data()) - static_cast<const uint8_t*>(buffers[w.rank()]);
-  const size_t bytes = static_cast<size_t>(input.numel()) * element_size(input.dtype());
-  Tensor result = out.is_contiguous() ? out : kiln::empty(out.sizes(), out.dtype());
-  auto* dst = static_cast<uint8_t*>(result.raw_data());
+  const size_t bytes = detail::byte_size(input);
+  detail::Contiguous c(out);
   w.barrier(0, 0, name);  // every rank's input is written
   parallel_for(0, w.world_size(), 1, [&](int64_t a, int64_t b) {
-    for (int64_t r = a; r < b; ++r) std::memcpy(dst + r * bytes, static_cast<const uint8_t*>(buffers[r]) + within, bytes);
+    for (int64_t r = a; r < b; ++r) std::memcpy(c.bytes() + r * bytes, bases[r], bytes);
   });
   w.barrier(1, 0, name);  // every rank has read every input
-  if (!result.is_same(out)) out.copy_(result);
+  c.finish();
   return out;
 }
 

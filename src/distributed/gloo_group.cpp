@@ -156,8 +156,6 @@ class GlooGroup final : public ProcessGroup {
 
   // all_reduce, named `name` in errors.
   void all_reduce_as(const char* name, Tensor& t, ReduceOp op, int64_t timeout_ms) {
-    check_cpu(t, name);
-    check_reduction(t.dtype(), op, name);
     if (t.numel() == 0) return;
     Contiguous c(t);
     // 16-bit floats travel and accumulate as float32.
@@ -188,8 +186,6 @@ class GlooGroup final : public ProcessGroup {
 
   void broadcast_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.broadcast";
-    check_cpu(t, name);
-    check_rank(src, size_, name);
     if (t.numel() == 0) return;
     Contiguous c(t);
     guarded(name, timeout_ms, [&] {
@@ -204,9 +200,6 @@ class GlooGroup final : public ProcessGroup {
 
   void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
     const char* name = "distributed.all_gather";
-    check_cpu(out, name);
-    check_cpu(input, name);
-    check_rows(out, input, rows(input) * size_, name, "W times the input's");
     if (out.numel() == 0) return;
     Tensor in = input.contiguous();
     Contiguous c(out);
@@ -224,10 +217,6 @@ class GlooGroup final : public ProcessGroup {
   // reduces the W slices it receives, in rank order.
   void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.reduce_scatter";
-    check_cpu(out, name);
-    check_cpu(input, name);
-    check_reduction(input.dtype(), op, name);
-    check_rows(input, out, rows(out) * size_, name, "W times the output's");
     if (out.numel() == 0) return;
     Tensor in = input.contiguous();
     Tensor slices = kiln::empty(in.sizes(), in.dtype());
@@ -250,7 +239,6 @@ class GlooGroup final : public ProcessGroup {
                          const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
     const char* name = "distributed.all_to_all_v";
     const int W = size_, me = rank_;
-    check_all_to_all_v(out, input, output_splits, input_splits, W, name);
     // The splits first, so a disagreement is an error on every rank, not a
     // transfer of the wrong sizes.
     std::vector<int64_t> sent = input_splits, received(W);
@@ -292,35 +280,13 @@ class GlooGroup final : public ProcessGroup {
   }
 
   void send_impl(const Tensor& t, int dst, int64_t timeout_ms) override {
-    const char* name = "distributed.send";
-    check_cpu(t, name);
-    check_rank(dst, size_, name);
-    check(dst != rank_, name, "rank ", rank_, " cannot send to itself");
     Tensor in = t.contiguous();
-    uint8_t token = 0;  // an empty tensor still makes one message, so recv returns
-    void* data = in.numel() ? in.raw_data() : &token;
-    const size_t bytes = in.numel() ? byte_size(in) : 1;
-    guarded(name, timeout_ms, [&] {
-      auto buffer = context_->createUnboundBuffer(data, bytes);
-      buffer->send(dst, kPointToPointSlot);
-      if (!buffer->waitSend(milliseconds(resolve_timeout(timeout_ms)))) throw std::runtime_error("send aborted");
-    });
+    message("distributed.send", in, dst, /*sending=*/true, timeout_ms);
   }
 
   void recv_impl(Tensor& t, int src, int64_t timeout_ms) override {
-    const char* name = "distributed.recv";
-    check_cpu(t, name);
-    check_rank(src, size_, name);
-    check(src != rank_, name, "rank ", rank_, " cannot receive from itself");
     Contiguous c(t);
-    uint8_t token = 0;
-    void* data = t.numel() ? c.bytes() : &token;
-    const size_t bytes = t.numel() ? byte_size(t) : 1;
-    guarded(name, timeout_ms, [&] {
-      auto buffer = context_->createUnboundBuffer(data, bytes);
-      buffer->recv(src, kPointToPointSlot);
-      if (!buffer->waitRecv(milliseconds(resolve_timeout(timeout_ms)))) throw std::runtime_error("recv aborted");
-    });
+    message("distributed.recv", c.work, src, /*sending=*/false, timeout_ms);
     c.finish();
   }
 
@@ -333,6 +299,22 @@ class GlooGroup final : public ProcessGroup {
   }
 
  private:
+  // One point-to-point message of t's bytes (t contiguous) to or from
+  // `peer`; an empty tensor still makes one (a byte), so the receiver returns.
+  void message(const char* name, const Tensor& t, int peer, bool sending, int64_t timeout_ms) {
+    uint8_t token = 0;
+    void* data = t.numel() ? t.raw_data() : &token;
+    const size_t bytes = t.numel() ? byte_size(t) : 1;
+    guarded(name, timeout_ms, [&] {
+      auto buffer = context_->createUnboundBuffer(data, bytes);
+      const milliseconds timeout(resolve_timeout(timeout_ms));
+      if (sending) buffer->send(peer, kPointToPointSlot);
+      else buffer->recv(peer, kPointToPointSlot);
+      if (!(sending ? buffer->waitSend(timeout) : buffer->waitRecv(timeout)))
+        throw std::runtime_error(sending ? "send aborted" : "recv aborted");
+    });
+  }
+
   // Runs a gloo call; its failure becomes a DistributedError naming the
   // operation and whom the store saw exit.
   template <class F>

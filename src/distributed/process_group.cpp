@@ -51,8 +51,6 @@ class SymmGroup final : public ProcessGroup {
 
   void all_reduce_impl(Tensor& t, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.all_reduce";
-    check_cpu(t, name);
-    detail::check_reduction(t.dtype(), op, name);
     Contiguous c(t);
     const size_t elem = element_size(t.dtype());
     const int64_t n = t.numel(), piece = static_cast<int64_t>(capacity() / elem);
@@ -84,8 +82,6 @@ class SymmGroup final : public ProcessGroup {
 
   void broadcast_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.broadcast";
-    check_cpu(t, name);
-    check_rank(src, name);
     Contiguous c(t);
     const size_t total = static_cast<size_t>(t.numel()) * element_size(t.dtype());
     for (size_t start = 0; start < total; start += capacity()) {
@@ -100,9 +96,6 @@ class SymmGroup final : public ProcessGroup {
 
   void all_gather_impl(Tensor& out, const Tensor& input, int64_t timeout_ms) override {
     const char* name = "distributed.all_gather";
-    check_cpu(out, name);
-    check_cpu(input, name);
-    check_rows(out, input, rows(input) * size(), name, "W times the input's");
     const Tensor in = input.contiguous();
     const size_t bytes = staged_bytes(in, name);
     Contiguous c(out);
@@ -115,10 +108,6 @@ class SymmGroup final : public ProcessGroup {
 
   void reduce_scatter_impl(Tensor& out, const Tensor& input, ReduceOp op, int64_t timeout_ms) override {
     const char* name = "distributed.reduce_scatter";
-    check_cpu(out, name);
-    check_cpu(input, name);
-    detail::check_reduction(input.dtype(), op, name);
-    check_rows(input, out, rows(out) * size(), name, "W times the output's");
     const Tensor in = input.contiguous();
     const size_t bytes = staged_bytes(in, name);
     Contiguous c(out);
@@ -133,7 +122,6 @@ class SymmGroup final : public ProcessGroup {
                          const std::vector<int64_t>& input_splits, int64_t timeout_ms) override {
     const char* name = "distributed.all_to_all_v";
     const int W = size(), me = rank();
-    check_all_to_all_v(out, input, output_splits, input_splits, W, name);
     const Tensor in = input.contiguous();
     const size_t bytes = staged_bytes(in, name);
     const size_t row_bytes = static_cast<size_t>(shape_numel(row_shape(in))) * element_size(in.dtype());
@@ -162,9 +150,6 @@ class SymmGroup final : public ProcessGroup {
 
   void send_impl(const Tensor& t, int dst, int64_t timeout_ms) override {
     const char* name = "distributed.send";
-    check_cpu(t, name);
-    check_rank(dst, name);
-    check(dst != rank(), name, "rank ", rank(), " cannot send to itself");
     const Tensor in = t.contiguous();
     const size_t total = static_cast<size_t>(in.numel()) * element_size(in.dtype());
     const auto* data = static_cast<const uint8_t*>(in.raw_data());
@@ -180,9 +165,6 @@ class SymmGroup final : public ProcessGroup {
 
   void recv_impl(Tensor& t, int src, int64_t timeout_ms) override {
     const char* name = "distributed.recv";
-    check_cpu(t, name);
-    check_rank(src, name);
-    check(src != rank(), name, "rank ", rank(), " cannot receive from itself");
     Contiguous c(t);
     const size_t total = static_cast<size_t>(t.numel()) * element_size(t.dtype());
     size_t start = 0;
@@ -213,7 +195,6 @@ class SymmGroup final : public ProcessGroup {
     for (int r = 0; r < size(); ++r) b.push_back(scratch(r) + byte_offset);
     return b;
   }
-  void check_rank(int r, const char* name) const { detail::check_rank(r, size(), name); }
   size_t staged_bytes(const Tensor& in, const char* name) const {
     const size_t bytes = static_cast<size_t>(in.numel()) * element_size(in.dtype());
     check(bytes <= capacity(), name, "the input's ", bytes, " bytes exceed the scratch buffer's ", capacity(),

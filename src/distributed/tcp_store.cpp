@@ -75,6 +75,17 @@ bool write_blob(int fd, const char* data, size_t n) {
   return write_all(fd, &len, sizeof len) && write_all(fd, data, n);
 }
 
+// The client's half of Note [Store protocol]; false when the connection
+// is gone.
+bool send_request(int fd, char command, const std::string& key, const std::vector<char>& value, int64_t timeout_ms) {
+  return write_all(fd, &command, 1) && write_blob(fd, key.data(), key.size()) &&
+         write_blob(fd, value.data(), value.size()) && write_all(fd, &timeout_ms, sizeof timeout_ms);
+}
+
+bool read_reply(int fd, char& status, std::vector<char>& reply) {
+  return read_all(fd, &status, 1) && read_blob(fd, reply);
+}
+
 std::vector<std::string> split_keys(const std::vector<char>& joined) {
   std::vector<std::string> keys;
   std::string k;
@@ -289,15 +300,11 @@ TcpStore::~TcpStore() {
 // reports it).
 void TcpStore::beat_loop(int fd, int rank) {
   const std::string key = std::to_string(rank);
-  const int64_t no_timeout = 0;
   std::unique_lock<std::mutex> lock(beat_mu_);
   while (!stopping_) {
-    const char command = 'B';
     char status = 0;
     std::vector<char> reply;
-    if (!write_all(fd, &command, 1) || !write_blob(fd, key.data(), key.size()) || !write_blob(fd, nullptr, 0) ||
-        !write_all(fd, &no_timeout, sizeof no_timeout) || !read_all(fd, &status, 1) || !read_blob(fd, reply))
-      break;
+    if (!send_request(fd, 'B', key, {}, 0) || !read_reply(fd, status, reply)) break;
     beat_cv_.wait_for(lock, std::chrono::milliseconds(kBeatMs), [&] { return stopping_; });
   }
   ::close(fd);
@@ -309,9 +316,7 @@ std::vector<char> TcpStore::call(char command, const std::string& key, const std
     return DistributedError(concat("[distributed.store] the store at ", where_,
                                    " closed the connection: rank 0, which serves it, has exited"));
   };
-  if (!write_all(fd_, &command, 1) || !write_blob(fd_, key.data(), key.size()) ||
-      !write_blob(fd_, value.data(), value.size()) || !write_all(fd_, &timeout_ms, sizeof timeout_ms))
-    throw lost();
+  if (!send_request(fd_, command, key, value, timeout_ms)) throw lost();
   // The server answers within timeout_ms; a hung server gets a second more.
   pollfd p{fd_, POLLIN, 0};
   const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(timeout_ms + 1000, 1 << 30)));
@@ -320,7 +325,7 @@ std::vector<char> TcpStore::call(char command, const std::string& key, const std
                                   timeout_ms + 1000, " ms: rank 0 is hung"));
   char status = 0;
   std::vector<char> reply;
-  if (!read_all(fd_, &status, 1) || !read_blob(fd_, reply)) throw lost();
+  if (!read_reply(fd_, status, reply)) throw lost();
   if (status != '+')
     throw DistributedError(concat("[distributed.store] waited ", timeout_ms, " ms for '", key,
                                   "' in the store: a rank never published it (not started, or dead)"));

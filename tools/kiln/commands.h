@@ -19,6 +19,7 @@ struct JobLayout {
   int nproc = 1, nnodes = 1, node_rank = 0;
   std::string master_addr = "127.0.0.1";  // where rank 0 serves the job's store
   int master_port = 0;
+  int global_rank(int local_rank) const { return node_rank * nproc + local_rank; }
 };
 // A job of one node: MASTER_ADDR/MASTER_PORT from the environment, else
 // 127.0.0.1 and a free port.

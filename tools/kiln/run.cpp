@@ -45,7 +45,7 @@ std::string describe(int status) {
 
 pid_t start_rank(const JobLayout& job, int local_rank, const std::string& secret,
                  const std::vector<std::string>& command) {
-  const int rank = job.node_rank * job.nproc + local_rank;
+  const int rank = job.global_rank(local_rank);
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("[kiln run] fork failed: ") + std::strerror(errno));
   if (pid > 0) return pid;
@@ -145,8 +145,8 @@ std::string launch_ranks(const JobLayout& job, double grace_s, const std::vector
     int rank = -1;
     for (int r = 0; r < nproc; ++r)
       if (pids[r] == pid) rank = r;
-    const int global_rank = job.node_rank * nproc + rank;
     if (rank < 0) continue;
+    const int global_rank = job.global_rank(rank);
     pids[rank] = -1;
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
