@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/nn.h"
+#include "kiln/runtime.h"
 
 namespace kiln::io {
 
@@ -40,6 +41,8 @@ class TextDataset {
   TextDataset(const std::string& text, double val_fraction = 0.1, uint64_t seed = 0, const std::string& separator = "");
   // (x, y) of shape (batch, context): random windows and the same shifted by one.
   std::pair<Tensor, Tensor> batch(bool validation, int64_t batch, int64_t context) const;
+  // The same with the windows drawn from `generator`.
+  std::pair<Tensor, Tensor> batch(bool validation, int64_t batch, int64_t context, Generator& generator) const;
   int64_t train_tokens() const { return static_cast<int64_t>(train_.size()); }
   int64_t val_tokens() const { return static_cast<int64_t>(val_.size()); }
   int64_t documents() const { return documents_; }

@@ -169,9 +169,18 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descendi
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 
 // ---- random
+class Generator;  // kiln/runtime.h
 Tensor rand(Shape sizes, TensorOptions options = {});   // dtype float32 unless given
 Tensor randn(Shape sizes, TensorOptions options = {});  // dtype float32 unless given
 Tensor randint(int64_t low, int64_t high, Shape sizes, TensorOptions options = {});  // dtype int64 unless given
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+// A random permutation of 0 .. n-1 (dtype int64 unless given).
+Tensor randperm(int64_t n, TensorOptions options = {});
+// The same drawing from `generator` instead of the default one (PyTorch's
+// generator= argument), so a data loader's shuffling has a stream of its own.
+Tensor rand(Shape sizes, Generator& generator, TensorOptions options = {});
+Tensor randn(Shape sizes, Generator& generator, TensorOptions options = {});
+Tensor randint(int64_t low, int64_t high, Shape sizes, Generator& generator, TensorOptions options = {});
+Tensor randperm(int64_t n, Generator& generator, TensorOptions options = {});
 
 }  // namespace kiln

@@ -30,13 +30,16 @@ void set_cpu_capability(Capability c);             // kiln::Error if not availab
 Capability parse_capability(const std::string& name);
 
 // ---- random numbers: a counter-based (Philox 4x32-10) generator, so a seed
-// gives the same stream whatever the thread count.
+// gives the same stream whatever the thread count. Its whole state is the
+// seed and the next unused counter.
+class Tensor;
 void manual_seed(uint64_t seed);
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
   void manual_seed(uint64_t seed) { seed_ = seed, offset_ = 0; }
   uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
   // Reserves n 128-bit counters and returns the first; callers draw from
   // [returned, returned + n) so streams never overlap.
   uint64_t reserve(uint64_t n) {
@@ -44,12 +47,21 @@ class Generator {
     offset_ += n;
     return o;
   }
+  // The state as PyTorch's Generator.get_state gives it: a uint8 tensor,
+  // here of 16 bytes (the seed, then the offset, each little-endian), so a
+  // checkpoint can store it with the weights; set_state takes one back.
+  Tensor get_state() const;
+  void set_state(const Tensor& state);
 
  private:
   uint64_t seed_;
   uint64_t offset_ = 0;
 };
 Generator& default_generator();
+// The default generator's state (torch.get_rng_state / set_rng_state);
+// safe beside other threads drawing from it.
+Tensor get_rng_state();
+void set_rng_state(const Tensor& state);
 
 // ---- memory: freed blocks of 256 KiB or more are cached for reuse
 // (KILN_ALLOCATOR_CACHE_MB, default 1024); this returns them to the system.

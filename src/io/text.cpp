@@ -113,10 +113,15 @@ TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t 
 }
 
 std::pair<Tensor, Tensor> TextDataset::batch(bool validation, int64_t batch, int64_t context) const {
+  return this->batch(validation, batch, context, default_generator());
+}
+
+std::pair<Tensor, Tensor> TextDataset::batch(bool validation, int64_t batch, int64_t context,
+                                             Generator& generator) const {
   const auto& src = validation ? val_ : train_;
   check(static_cast<int64_t>(src.size()) > context + 1, "TextDataset", "the ", validation ? "validation" : "training",
         " split has ", src.size(), " tokens, too few for context ", context);
-  const Tensor starts = randint(0, static_cast<int64_t>(src.size()) - context - 1, {batch});
+  const Tensor starts = randint(0, static_cast<int64_t>(src.size()) - context - 1, {batch}, generator);
   Tensor x = empty({batch, context}, kInt64), y = empty({batch, context}, kInt64);
   int64_t* xp = x.data_ptr<int64_t>();
   int64_t* yp = y.data_ptr<int64_t>();

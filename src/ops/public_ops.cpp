@@ -168,6 +168,7 @@ void factories() {
   def<[](int64_t low, int64_t high, Shape s, Opt t, OptDevice d) { return randint(low, high, std::move(s), options(t, d)); }>(
       with_options("randint.low(int low, int high, int[] size, "));
   def<&multinomial>("multinomial(Tensor self, int num_samples, bool replacement=False) -> Tensor");
+  def<[](int64_t n, Opt t, OptDevice d) { return randperm(n, options(t, d)); }>(with_options("randperm(int n, "));
 }
 
 void tensor_methods() {

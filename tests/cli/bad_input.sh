@@ -90,6 +90,7 @@ craft '"n_layer":"1"' '"n_layer":"9"';         expect_failure "n_layer 9" genera
 craft '"block_size":"16"' '"block_size":"99"'; expect_failure "model.wpe.weight" generate --ckpt crafted.safetensors
 craft '"step":"4"' '"step":"-"';               expect_failure "step" train --data text.txt --steps 8 --resume --out crafted.safetensors
 craft '"dtype":"F32"' '"dtype":"F33"';         expect_failure "unknown dtype 'F33'" generate --ckpt crafted.safetensors
+craft '"rng_state":{"dtype":"U8"' '"rng_state":{"dtype":"I8"'; expect_failure "rng_state" train --data text.txt --steps 8 --resume --out crafted.safetensors
 head -c 100 m.safetensors >truncated.safetensors
 expect_failure "safetensors" generate --ckpt truncated.safetensors
 

@@ -125,7 +125,7 @@ TEST(Checkpoint, NonFiniteParametersAreNeverSaved) {
     NoGradGuard g;
     model.blocks[0].mlp->fc.weight.select(0, 3).select(0, 1).fill_(std::numeric_limits<double>::infinity());
   }
-  expect_error([&] { cli::save_checkpoint(path, model, nullptr, cli::TrainState{2, 0}); },
+  expect_error([&] { cli::save_checkpoint(path, model, nullptr, cli::TrainState{2, 0, Tensor()}); },
                {"[checkpoint]", "blocks.0.mlp.fc.weight", "not finite"});
   EXPECT_EQ(io::read_file(path), before);
 }

@@ -146,6 +146,68 @@ TEST(Runtime, DistributionsHaveTheRightMoments) {
   EXPECT_LT(amax(h).item<float>(), 1.0f);
 }
 
+TEST(Runtime, GeneratorStateRestoresTheExactStream) {
+  manual_seed(5);
+  (void)rand({7});
+  const Tensor state = get_rng_state();
+  EXPECT_EQ(state.dtype(), kUInt8);
+  EXPECT_EQ(state.sizes(), (Shape{16}));
+  const auto a = values(randn({1000}));
+  const auto b = values(randint(0, 100, {50}));
+  (void)rand({3});
+  set_rng_state(state);
+  EXPECT_EQ(values(randn({1000})), a);
+  EXPECT_EQ(values(randint(0, 100, {50})), b);
+
+  // A generator of its own: independent of the default one, restorable too.
+  Generator g(99);
+  const Tensor g0 = g.get_state();
+  const Tensor before = get_rng_state();
+  const auto p = values(randperm(20, g));
+  EXPECT_EQ(values(get_rng_state()), values(before));  // the default stream did not move
+  EXPECT_NE(values(g.get_state()), values(g0));
+  Generator h;
+  h.set_state(g0);
+  EXPECT_EQ(h.seed(), 99u);
+  EXPECT_EQ(values(randperm(20, h)), p);
+  // The state round-trips through a non-contiguous view too.
+  Tensor wide = zeros({16, 2}, kUInt8);
+  wide.select(1, 0).copy_(g0);
+  h.set_state(wide.select(1, 0));
+  EXPECT_EQ(values(randperm(20, h)), p);
+
+  expect_error([&] { h.set_state(zeros({15}, kUInt8)); }, {"Generator.set_state", "[16]", "uint8", "[15]"});
+  expect_error([&] { h.set_state(zeros({16}, kFloat32)); }, {"Generator.set_state", "float32"});
+  expect_error([&] { set_rng_state(zeros({2, 8}, kUInt8)); }, {"Generator.set_state", "[2, 8]"});
+  expect_error([&] { h.set_state(Tensor()); }, {"Generator.set_state", "undefined"});
+}
+
+TEST(Runtime, RandpermIsAPermutationUniformOverPositions) {
+  manual_seed(8);
+  for (int64_t n : {0, 1, 2, 17, 1000}) {
+    const Tensor p = randperm(n);
+    EXPECT_EQ(p.dtype(), kInt64);
+    EXPECT_EQ(p.sizes(), (Shape{n}));
+    auto v = values(p);
+    std::sort(v.begin(), v.end());
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(v[static_cast<size_t>(i)], static_cast<double>(i)) << n;
+  }
+  // Where element 0 lands, over 20,000 permutations of 4: each place about
+  // a quarter of the time (5,000; 6 standard deviations is 370).
+  std::vector<int> counts(4);
+  for (int i = 0; i < 20000; ++i) {
+    const auto v = values(randperm(4));
+    counts[static_cast<size_t>(std::find(v.begin(), v.end(), 0.0) - v.begin())]++;
+  }
+  for (int c : counts) EXPECT_NEAR(c, 5000, 370);
+  EXPECT_EQ(randperm(5, kFloat16).dtype(), kFloat16);
+  EXPECT_EQ(randperm(0, kInt8).numel(), 0);
+  expect_error([] { (void)randperm(-1); }, {"randperm", "-1"});
+  expect_error([] { (void)randperm(300, kUInt8); }, {"randperm", "300", "uint8", "255"});
+  expect_error([] { (void)randperm(3000, kFloat16); }, {"randperm", "float16", "2048"});
+  expect_error([] { (void)randperm(3, kBool); }, {"randperm", "bool"});
+}
+
 TEST(Runtime, LargeBlocksAreCachedAndReleased) {
   empty_cache();
   EXPECT_EQ(allocator_cached_bytes(), 0u);

@@ -174,6 +174,7 @@ std::vector<Case> cases() {
   c.push_back({"randn", {Shape{5}}, {{"dtype", kFloat64}}, [] { return Results{randn({5}, kFloat64)}; }, true});
   c.push_back({"randint.low", {int64_t{-3}, int64_t{9}, Shape{6}}, {}, [] { return Results{randint(-3, 9, {6})}; }, true});
   c.push_back({"multinomial", {pos, int64_t{2}}, {}, [=] { return one(multinomial(pos, 2)); }, true});
+  c.push_back({"randperm", {int64_t{7}}, {{"dtype", kInt32}}, [] { return Results{randperm(7, kInt32)}; }, true});
   // Meta outputs compare by metadata (expect_same reads no values of an empty list).
   c.push_back({"empty", {Shape{0, 3}}, {}, [] { return Results{empty({0, 3})}; }});
   c.push_back({"empty_strided", {Shape{2, 0}, Shape{1, 2}}, {}, [] { return Results{empty_strided({2, 0}, {1, 2})}; }});

@@ -109,6 +109,7 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_tensors
   for (auto& [k, v] : model_tensors) all.emplace("model." + k, v);
   if (opt)
     for (auto& [k, v] : opt->state_dict()) all.emplace("optim." + k, v);
+  if (st.rng_state.defined()) all.emplace("rng_state", st.rng_state);
   io::save_safetensors(path, all,
                        {{"format", "kiln-gpt"},
                         {"vocab_size", std::to_string(c.vocab_size)},
@@ -137,6 +138,11 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st) {
   if (st) {
     st->step = meta_int(f, "step", 0, std::numeric_limits<int64_t>::max() / 2);
     st->seed = static_cast<uint64_t>(meta_int(f, "seed", 0, std::numeric_limits<int64_t>::max()));
+    const auto rng = f.tensors.find("rng_state");
+    st->rng_state = rng == f.tensors.end() ? Tensor() : rng->second;
+    if (st->rng_state.defined())
+      check(st->rng_state.dtype() == kUInt8 && st->rng_state.sizes() == Shape{16}, kOp, "tensor 'rng_state' is ",
+            st->rng_state.dtype(), " of shape ", shape_text(st->rng_state.sizes()), " but must be uint8 of shape [16]");
   }
   return model;
 }

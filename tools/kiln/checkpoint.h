@@ -13,6 +13,10 @@ namespace kiln::cli {
 struct TrainState {
   int64_t step = 0;
   uint64_t seed = 0;
+  // The default generator's state after `step` steps (get_rng_state), so a
+  // resumed run draws the batches the uninterrupted run would have drawn.
+  // Undefined in checkpoints written before it was saved.
+  Tensor rng_state;
 };
 
 // Refuses, before any training, a destination that cannot take the

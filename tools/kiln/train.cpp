@@ -60,8 +60,13 @@ double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a
   NoGradGuard no_grad;
   model.eval();
   double total = 0;
+  // The same validation windows at every evaluation, from a stream of their
+  // own: losses compare across evaluations, and evaluating never moves the
+  // training batches' stream (a run resumed from a checkpoint written after
+  // an evaluation draws what the uninterrupted run draws).
+  Generator validation(static_cast<uint64_t>(a.seed) ^ 0x76616c6964617465u);  // "validate"
   for (int64_t i = 0; i < a.eval_batches; ++i) {
-    auto [x, y] = data.batch(true, a.batch, model.config().block_size);
+    auto [x, y] = data.batch(true, a.batch, model.config().block_size, validation);
     x = my_rows(x, a.batch), y = my_rows(y, a.batch);
     total += nn::cross_entropy(model.forward(x).view({-1, model.config().vocab_size}), y.view({-1})).item<double>();
   }
@@ -211,7 +216,8 @@ void run(const TrainArgs& a) {
           ": nothing to train (raise --steps)");
     opt = make_opt(*model);
     load_optimizer(a.out, *opt);
-    manual_seed(static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(st.step));  // fresh batches, not a replay
+    if (st.rng_state.defined()) set_rng_state(st.rng_state);  // the exact stream
+    else manual_seed(static_cast<uint64_t>(a.seed) + static_cast<uint64_t>(st.step));  // older checkpoints: fresh batches
     if (rank0) std::cerr << "resumed from " << a.out << " at step " << st.step << "\n";
   } else {
     model = std::make_unique<nn::GPT>(cfg, expert_group);
@@ -276,7 +282,7 @@ void run(const TrainArgs& a) {
       const double val = eval_loss(*model, data, a);
       check(std::isfinite(val), "train", "the validation loss is ", val, " at step ", st.step + 1, ": stopping; '",
             a.out, "' keeps its last finite state");
-      const TrainState saved{st.step + 1, st.seed};
+      const TrainState saved{st.step + 1, st.seed, get_rng_state()};
       if (sharded_experts) {
         const nn::StateDict all = gathered_state(*model);  // collective
         if (rank0) save_checkpoint(a.out, all, cfg, nullptr, saved);
