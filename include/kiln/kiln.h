@@ -5,6 +5,7 @@
 #include "kiln/paged_attention.h"
 #include "kiln/autograd.h"
 #include "kiln/autograd_function.h"
+#include "kiln/data.h"
 #include "kiln/data_parallel.h"
 #include "kiln/distributed.h"
 #include "kiln/dispatch.h"

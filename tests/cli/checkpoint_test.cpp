@@ -15,7 +15,7 @@ std::string checkpoint_with(const std::string& key, const std::string& value) {
     nn::GPTConfig c;
     c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
     nn::GPT model(c);
-    cli::save_checkpoint(good, model, nullptr, cli::TrainState{5, 7});
+    cli::save_checkpoint(good, model, nullptr, cli::TrainState{5, 7, Tensor()});
   }
   io::SafetensorsFile f = io::load_safetensors(good);
   if (value.empty()) f.metadata.erase(key);
@@ -86,8 +86,12 @@ TEST(Checkpoint, AMixtureOfExpertsGptRoundTrips) {
   manual_seed(9);
   nn::GPT model(c);
   const std::string path = ::testing::TempDir() + "moe_gpt.safetensors";
-  cli::save_checkpoint(path, model, nullptr, cli::TrainState{3, 1});
-  auto loaded = cli::load_model(path);
+  const Tensor rng = get_rng_state();
+  cli::save_checkpoint(path, model, nullptr, cli::TrainState{3, 1, rng});
+  cli::TrainState st;
+  auto loaded = cli::load_model(path, &st);
+  EXPECT_EQ(st.step, 3);
+  EXPECT_EQ(values(st.rng_state), values(rng));  // the generator's position travels with the weights
   EXPECT_EQ(loaded->config().n_experts, 4);
   EXPECT_EQ(loaded->config().expert_top_k, 2);
   const Tensor idx = randint(0, 256, {2, 6});
@@ -119,7 +123,7 @@ TEST(Checkpoint, NonFiniteParametersAreNeverSaved) {
   c.n_layer = 1, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
   nn::GPT model(c);
   const std::string path = ::testing::TempDir() + "/finite_ckpt.safetensors";
-  cli::save_checkpoint(path, model, nullptr, cli::TrainState{1, 0});
+  cli::save_checkpoint(path, model, nullptr, cli::TrainState{1, 0, Tensor()});
   const std::string before = io::read_file(path);
   {
     NoGradGuard g;

@@ -200,7 +200,7 @@ void run(const TrainArgs& a) {
   cfg.block_size = a.context, cfg.n_layer = a.layers, cfg.n_head = a.heads, cfg.n_embd = a.width;
   cfg.n_experts = a.experts;
   distributed::ProcessGroup* expert_group = sharded_experts ? &distributed::default_group() : nullptr;
-  TrainState st{0, static_cast<uint64_t>(a.seed)};
+  TrainState st{0, static_cast<uint64_t>(a.seed), Tensor()};
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<optim::AdamW> opt;
   auto make_opt = [&](nn::GPT& m) {
