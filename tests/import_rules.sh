@@ -24,11 +24,11 @@ forbid() {
 forbid src/ops 'kernels/' "src/ops includes a kernel header (kernels register themselves by op name)"
 forbid src/kernels 'ops/|autograd/|compile/|kiln/(ops|autograd|compile|nn|optim|gpt)\.h' \
   "src/kernels includes an op front end, autograd or compile header"
-forbid src/core 'ops/|kernels/|dispatch/|autograd/|compile/|attention/|nn/|optim/|io/|kiln/(ops|dispatch|autograd|autograd_function|compile|nn|optim|gpt|io|attention[a-z_]*|paged_attention)\.h' \
+forbid src/core 'ops/|kernels/|dispatch/|autograd/|compile/|attention/|nn/|optim/|io/|data/|kiln/(ops|dispatch|autograd|autograd_function|compile|nn|optim|gpt|io|data|attention[a-z_]*|paged_attention)\.h' \
   "src/core includes a header above it"
 # Public headers include only public headers (their internals are under
 # include/kiln/detail/, shipped with them) and never the sources' headers.
-forbid include/kiln '(core|ops|kernels|dispatch|autograd|compile|attention|io|nn|optim)/' \
+forbid include/kiln '(core|ops|kernels|dispatch|autograd|compile|attention|io|data|nn|optim)/' \
   "a public header includes a header from src/"
 
 # The stable headers are what extensions compile against: they include only
