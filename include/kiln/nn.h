@@ -162,11 +162,35 @@ class ModuleList : public Module {
 // Dropout as a function (training: zero with probability p, scale by 1/(1-p)).
 Tensor dropout(const Tensor& x, double p, bool training);
 
-// Losses. reduction: "mean", "sum" or "none".
-// logits (N, C) or (N, C, d...) with integer targets (N) / (N, d...).
+// Losses, as torch.nn.functional's. reduction: "mean", "sum" or "none".
+// logits (N, C) or (N, C, d...) with integer targets (N) / (N, d...), or
+// with class probabilities of the logits' shape (floating point).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, const std::string& reduction = "mean");
+// The same with a weight per class (shape [C]; undefined = all 1): "mean"
+// then divides by the summed weights of the targets' classes.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0, const std::string& reduction = "mean");
+// log-probabilities (N, C, d...) and class targets (N, d...).
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {}, int64_t ignore_index = -100,
+                const std::string& reduction = "mean");
+// Probabilities in [0, 1] against targets; the logits form is the stable
+// one (pos_weight: a weight for positive targets, per class along the last dim).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                            const std::string& reduction = "mean");
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                                        const Tensor& pos_weight = {}, const std::string& reduction = "mean");
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                      double beta = 1.0);
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean", double delta = 1.0);
+// input: log-probabilities; target: probabilities (or their logs with
+// log_target). reduction may also be "batchmean" (the sum over the batch size).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                           const std::string& reduction = "mean");
 
 namespace init {
 // In place, without recording history, as torch.nn.init.

@@ -235,6 +235,19 @@ std::vector<Case> cases() {
   c.push_back({"cross_entropy", {m34, target}, {{"label_smoothing", 0.1}},
                [=] { return one(nn::cross_entropy(m34, target, -100, 0.1)); }});
   c.push_back({"mse_loss", {xt, m34}, {{"reduction", std::string("sum")}}, [=] { return one(nn::mse_loss(xt, m34, "sum")); }});
+  const Tensor w4 = rand({4}) + 0.5, probs = softmax(m34, 1), unit = rand({3, 4});
+  c.push_back({"cross_entropy", {m34, probs, w4}, {}, [=] { return one(nn::cross_entropy(m34, probs, w4)); }});
+  c.push_back({"nll_loss", {log_softmax(m34, 1), target, w4}, {{"ignore_index", int64_t{1}}},
+               [=] { return one(nn::nll_loss(log_softmax(m34, 1), target, w4, 1)); }});
+  c.push_back({"binary_cross_entropy", {unit, probs}, {}, [=] { return one(nn::binary_cross_entropy(unit, probs)); }});
+  c.push_back({"binary_cross_entropy_with_logits", {m34, probs}, {{"pos_weight", w4}},
+               [=] { return one(nn::binary_cross_entropy_with_logits(m34, probs, Tensor(), w4)); }});
+  c.push_back({"l1_loss", {m34, unit}, {}, [=] { return one(nn::l1_loss(m34, unit)); }});
+  c.push_back({"smooth_l1_loss", {m34, unit}, {{"beta", 0.5}}, [=] { return one(nn::smooth_l1_loss(m34, unit, "mean", 0.5)); }});
+  c.push_back({"huber_loss", {m34, unit}, {{"delta", 0.5}}, [=] { return one(nn::huber_loss(m34, unit, "mean", 0.5)); }});
+  c.push_back({"kl_div", {log_softmax(m34, 1), probs}, {{"reduction", std::string("batchmean")}},
+               [=] { return one(nn::kl_div(log_softmax(m34, 1), probs, "batchmean")); }});
+  c.push_back({"margin_ranking_loss", {m34, unit, sign(m34)}, {}, [=] { return one(nn::margin_ranking_loss(m34, unit, sign(m34))); }});
   return c;
 }
 
