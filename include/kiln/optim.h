@@ -1,25 +1,71 @@
-// Optimizers (SGD, AdamW), gradient clipping and the warmup + cosine LR
-// schedule, with PyTorch's update rules.
+// Optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) with parameter groups,
+// gradient clipping and the warmup + cosine LR schedule, with PyTorch's
+// update rules. Learning-rate schedulers: kiln/lr_scheduler.h.
 #pragma once
+#include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "kiln/nn.h"
 
 namespace kiln::optim {
 
+// A parameter group, as PyTorch's param_groups entries: tensors and their
+// hyperparameters by PyTorch's names ("lr", "weight_decay", "momentum",
+// "eps", ...; Adam's betas as "beta1" and "beta2"; flags as 0 or 1). Options
+// a group leaves out come from the optimizer's defaults when it is added.
+struct ParamGroup {
+  ParamGroup(std::vector<Tensor> params, std::map<std::string, double> options = {})
+      : params(std::move(params)), options(std::move(options)) {}
+  std::vector<Tensor> params;
+  std::map<std::string, double> options;
+  // An option of the group (a kiln::Error naming the known ones if absent).
+  double& operator[](const std::string& name);
+  double operator[](const std::string& name) const;
+};
+
 class Optimizer {
  public:
-  Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
   virtual void step() = 0;
-  void zero_grad();
-  // State as tensors by name ("step", "0.exp_avg", ...), for checkpoints.
-  virtual nn::StateDict state_dict() const = 0;
-  virtual void load_state_dict(const nn::StateDict& state) = 0;
-  double lr;
+  // Gradients to none (PyTorch's default), or to zero in place.
+  void zero_grad(bool set_to_none = true);
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  void add_param_group(ParamGroup group);
+  const std::map<std::string, double>& defaults() const { return defaults_; }
+  // The learning rate of group 0 / of every group.
+  double lr() const { return groups_.at(0)["lr"]; }
+  void set_lr(double lr);
+  // PyTorch's layout as tensors by name: "state.<i>.<name>" for parameter i
+  // (numbered across the groups in order; "step" counts its updates) and
+  // "param_groups.<g>.<option>" (0-dim float64) with "param_groups.<g>.params"
+  // (the group's parameter numbers). load_state_dict checks that the groups
+  // and shapes match.
+  nn::StateDict state_dict() const;
+  void load_state_dict(const nn::StateDict& state);
 
  protected:
-  std::vector<Tensor> params_;
+  Optimizer(std::string name, std::vector<ParamGroup> groups, std::map<std::string, double> defaults);
+  // Refuses a group whose options are out of range (add_param_group calls
+  // it; derived constructors call it for the groups they are built with).
+  virtual void check_group(const ParamGroup& group) const = 0;
+  // Per parameter, numbered across groups: its state tensors by name
+  // (PyTorch's optimizer.state[p]) and the updates it has had.
+  struct ParamState {
+    std::map<std::string, Tensor> tensors;
+    int64_t step = 0;
+  };
+  // f(group, param, state) for every parameter that has a gradient.
+  void for_each_param_with_grad(const std::function<void(const ParamGroup&, const Tensor&, ParamState&)>& f);
+  std::string name_;
+  std::vector<ParamGroup> groups_;
+  std::vector<ParamState> state_;
+
+ private:
+  void add_group(ParamGroup group);  // add_param_group without check_group
+  std::map<std::string, double> defaults_;
 };
 
 struct SGDOptions {
@@ -33,37 +79,87 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
+  SGD(std::vector<ParamGroup> groups, SGDOptions defaults);
   void step() override;
-  nn::StateDict state_dict() const override;
-  void load_state_dict(const nn::StateDict& state) override;
 
  private:
-  SGDOptions opt_;
-  std::vector<Tensor> momentum_;  // undefined until the first step
+  void check_group(const ParamGroup& group) const override;
 };
 
-struct AdamWOptions {
+struct AdamOptions {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 1e-2;
+  double weight_decay = 0.0;
   bool amsgrad = false;
 };
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = 1e-2; }
+};
 
-class AdamW : public Optimizer {
+// Adam: weight decay is added to the gradient (L2); AdamW decouples it
+// (the parameter shrinks by lr * weight_decay before the update).
+class Adam : public Optimizer {
  public:
-  AdamW(std::vector<Tensor> params, AdamWOptions options);
+  Adam(std::vector<Tensor> params, AdamOptions options);
+  Adam(std::vector<ParamGroup> groups, AdamOptions defaults);
   void step() override;
-  nn::StateDict state_dict() const override;
-  void load_state_dict(const nn::StateDict& state) override;
-  int64_t steps() const { return step_; }
+  int64_t steps() const;  // updates of the first parameter
+
+ protected:
+  Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions defaults, bool decoupled);
 
  private:
-  AdamWOptions opt_;
-  int64_t step_ = 0;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+  void check_group(const ParamGroup& group) const override;
+  bool decoupled_;
 };
+
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions options);
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults);
+};
+
+struct RMSpropOptions {
+  double lr = 1e-2;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+};
+
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<Tensor> params, RMSpropOptions options);
+  RMSprop(std::vector<ParamGroup> groups, RMSpropOptions defaults);
+  void step() override;
+
+ private:
+  void check_group(const ParamGroup& group) const override;
+};
+
+struct AdagradOptions {
+  double lr = 1e-2;
+  double lr_decay = 0.0;
+  double weight_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-10;
+};
+
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<Tensor> params, AdagradOptions options);
+  Adagrad(std::vector<ParamGroup> groups, AdagradOptions defaults);
+  void step() override;
+
+ private:
+  void check_group(const ParamGroup& group) const override;
+};
+
+// Clamps every gradient to [-clip_value, clip_value] in place.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
 // Scales gradients so their global 2-norm is at most max_norm; returns the
 // norm before clipping (a float64 0-dim tensor, as PyTorch returns a tensor:

@@ -105,6 +105,30 @@ TEST(Checkpoint, AMixtureOfExpertsGptRoundTrips) {
   expect_error([&] { cli::load_model(path); }, {"[checkpoint]", "n_experts is 3", "more experts"});
 }
 
+TEST(Checkpoint, OptimizerStateInTheEarlierFlatLayoutStillResumes) {
+  nn::GPTConfig c;
+  c.n_layer = 1, c.n_head = 2, c.n_embd = 8, c.block_size = 4;
+  manual_seed(10);
+  nn::GPT model(c);
+  optim::AdamW opt(model.parameters(), {});
+  const Tensor idx = randint(0, 256, {2, 4});
+  nn::cross_entropy(model.forward(idx).view({-1, 256}), idx.view({-1})).backward();
+  opt.step(), opt.step();
+  // The layout of checkpoints before parameter groups: "step" and "<i>.exp_avg", ...
+  nn::StateDict tensors;
+  for (const auto& [k, v] : model.state_dict()) tensors.emplace("model." + k, v);
+  tensors.emplace("optim.step", scalar_tensor(int64_t{2}, kInt64));
+  for (const auto& [k, v] : opt.state_dict())
+    if (k.rfind("state.", 0) == 0 && k.find(".step") == std::string::npos) tensors.emplace("optim." + k.substr(6), v);
+  const std::string path = ::testing::TempDir() + "flat_optim.safetensors";
+  io::save_safetensors(path, tensors, {});
+  optim::AdamW resumed(model.parameters(), {});
+  cli::load_optimizer(path, resumed);
+  const nn::StateDict want = opt.state_dict(), got = resumed.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [k, v] : want) EXPECT_EQ(values(got.at(k)), values(v)) << k;
+}
+
 TEST(Checkpoint, DestinationIsCheckedBeforeTraining) {
   const std::string dir = ::testing::TempDir();
   const std::string existing = checkpoint_with("step", "5");

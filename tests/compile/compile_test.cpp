@@ -532,7 +532,7 @@ TEST_F(Compile, AdamWStepCompiles) {
       const Tensor x = randn({3, 6});
       square(a(x)).sum().backward();
       square(b(x)).sum().backward();
-      oa.lr = ob.lr = 1e-2 / (s + 1);
+      oa.set_lr(1e-2 / (s + 1)), ob.set_lr(1e-2 / (s + 1));
       oa.step();
       step();
       expect_same(b.weight, a.weight, what + "weight after step " + std::to_string(s));

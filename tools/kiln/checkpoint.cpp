@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 
 #include "kiln/autograd.h"
@@ -147,8 +148,25 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st) {
   return model;
 }
 
+// Checkpoints written before parameter groups hold AdamW's state as "step"
+// (one count for every parameter) and "<i>.exp_avg", ...: read into the
+// current layout, the groups' options from the optimizer as it is.
+nn::StateDict from_flat_adamw_layout(const nn::StateDict& old, const optim::AdamW& opt) {
+  nn::StateDict s = opt.state_dict();
+  for (auto it = s.begin(); it != s.end();) it = it->first.rfind("state.", 0) == 0 ? s.erase(it) : std::next(it);
+  const Tensor step = old.at("step").to(kFloat32);
+  for (const auto& [k, v] : old) {
+    if (k == "step") continue;
+    const std::string index = k.substr(0, k.find('.'));
+    s["state." + k] = v;
+    s["state." + index + ".step"] = step;
+  }
+  return s;
+}
+
 void load_optimizer(const std::string& path, optim::AdamW& opt) {
-  opt.load_state_dict(with_prefix(io::load_safetensors(path), "optim."));
+  const nn::StateDict state = with_prefix(io::load_safetensors(path), "optim.");
+  opt.load_state_dict(state.count("step") ? from_flat_adamw_layout(state, opt) : state);
 }
 
 std::string default_corpus() {

@@ -257,12 +257,12 @@ void run(const TrainArgs& a) {
   double loss_ema = 0;
   Progress progress;
   for (; st.step < a.steps; ++st.step) {
-    opt->lr = optim::warmup_cosine_lr(st.step, a.warmup, a.steps, a.lr, a.min_lr);
+    opt->set_lr(optim::warmup_cosine_lr(st.step, a.warmup, a.steps, a.lr, a.min_lr));
     auto [x, y] = data.batch(false, a.batch, cfg.block_size);
     x = my_rows(x, a.batch), y = my_rows(y, a.batch);
     const Tensor loss = a.compile ? compiled_step(x, y) : train_step(x, y);
     const double l = mean_over_ranks(loss.item<double>());
-    check(std::isfinite(l), "train", "the loss is ", l, " at step ", st.step + 1, " (learning rate ", opt->lr,
+    check(std::isfinite(l), "train", "the loss is ", l, " at step ", st.step + 1, " (learning rate ", opt->lr(),
           "): stopping; '", a.out, "' keeps its last finite state");
     loss_ema = st.step == first ? l : 0.9 * loss_ema + 0.1 * l;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

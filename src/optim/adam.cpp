@@ -1,0 +1,70 @@
+// Adam and AdamW (PyTorch's rules; AdamW's weight decay decoupled).
+#include <cmath>
+
+#include "kiln/error.h"
+#include "kiln/optim.h"
+
+namespace kiln::optim {
+namespace {
+
+std::map<std::string, double> defaults_of(const AdamOptions& o) {
+  return {{"lr", o.lr},   {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+}
+
+// The state tensor `name`, zeros like p on first use.
+Tensor& slot(std::map<std::string, Tensor>& state, const char* name, const Tensor& p) {
+  auto it = state.find(name);
+  if (it == state.end()) it = state.emplace(name, zeros_like(p)).first;
+  return it->second;
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam("Adam", std::move(groups), o, false) {}
+
+Adam::Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
+    : Optimizer(std::move(name), std::move(groups), defaults_of(o)), decoupled_(decoupled) {
+  for (const ParamGroup& g : groups_) check_group(g);
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
+    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam("AdamW", std::move(groups), o, true) {}
+
+void Adam::check_group(const ParamGroup& g) const {
+  check(g["beta1"] >= 0 && g["beta1"] < 1 && g["beta2"] >= 0 && g["beta2"] < 1, name_.c_str(), "invalid betas (", g["beta1"],
+        ", ", g["beta2"], ")");
+  check(g["eps"] >= 0, name_.c_str(), "invalid epsilon ", g["eps"]);
+  check(g["weight_decay"] >= 0, name_.c_str(), "invalid weight_decay ", g["weight_decay"]);
+}
+
+int64_t Adam::steps() const { return state_.empty() ? 0 : state_[0].step; }
+
+void Adam::step() {
+  for_each_param_with_grad([&](const ParamGroup& grp, const Tensor& p, ParamState& s) {
+    const double lr = grp["lr"], beta1 = grp["beta1"], beta2 = grp["beta2"], wd = grp["weight_decay"];
+    const double t = static_cast<double>(++s.step);
+    const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
+    Tensor g = p.grad();
+    if (decoupled_) p.mul_(1 - lr * wd);
+    else if (wd != 0) g = g + p * wd;
+    Tensor& exp_avg = slot(s.tensors, "exp_avg", p);
+    Tensor& exp_avg_sq = slot(s.tensors, "exp_avg_sq", p);
+    exp_avg.mul_(beta1).add_(g, 1 - beta1);
+    exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+    Tensor second = exp_avg_sq;
+    if (grp["amsgrad"] != 0) {
+      Tensor& max_sq = slot(s.tensors, "max_exp_avg_sq", p);
+      max_sq.copy_(maximum(max_sq, exp_avg_sq));
+      second = max_sq;
+    }
+    const Tensor denom = sqrt(second) / std::sqrt(bc2) + grp["eps"];
+    // The step size as a number operand, not an alpha attribute: it changes
+    // every step, and kiln::compile reads numbers per call but keys on attributes.
+    p.sub_(exp_avg / denom * (lr / bc1));
+  });
+}
+
+}  // namespace kiln::optim
