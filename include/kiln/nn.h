@@ -1,6 +1,7 @@
 // kiln::nn: Module (named parameters, buffers and children, train/eval,
 // state_dict), the standard layers, init functions and losses.
 #pragma once
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
 
@@ -48,11 +50,21 @@ class Module {
   void to_empty(Device device);
   void zero_grad();
 
+  // The module tree: direct children by name; every module below and
+  // including this one by dotted name (this one as ""), depth first.
+  std::vector<std::pair<std::string, Module*>> named_children() const { return children_; }
+  std::vector<Module*> children() const;
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<Module*> modules();
+  // fn on every child's subtree, then on this module (PyTorch's order), e.g. to initialise weights.
+  Module& apply(const std::function<void(Module&)>& fn);
+
  protected:
   // Members register their tensors by address so to() and load_state_dict
-  // update what the layer's code reads.
+  // update what the layer's code reads. A buffer that is not persistent is
+  // converted and moved with the module but left out of its state_dict.
   void register_parameter(const std::string& name, Tensor* slot, bool requires_grad = true);
-  void register_buffer(const std::string& name, Tensor* slot);
+  void register_buffer(const std::string& name, Tensor* slot, bool persistent = true);
   void register_module(const std::string& name, Module* child);
 
  private:
@@ -65,15 +77,69 @@ class Module {
   template <class F>
   void visit(const std::string& prefix, F&& f) const;
   std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
+  std::vector<const Tensor*> non_persistent_;  // buffers left out of state_dict
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };
 
+// What register_forward_pre_hook / register_forward_hook return: remove()
+// takes the hook off (valid while the module lives).
+class RemovableHandle {
+ public:
+  explicit RemovableHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
+
 // A module with one tensor in and one out, so Sequential can chain it.
+// Calling it runs forward between its hooks, as PyTorch's __call__: each
+// pre-hook may replace the input, each forward hook the output (by
+// returning a tensor; an undefined one leaves it), in registration order.
 class UnaryModule : public Module {
  public:
+  using ForwardPreHook = std::function<Tensor(Module&, const Tensor& input)>;
+  using ForwardHook = std::function<Tensor(Module&, const Tensor& input, const Tensor& output)>;
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x);
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+  RemovableHandle register_forward_hook(ForwardHook hook);
+
+ private:
+  std::map<int64_t, ForwardPreHook> pre_hooks_;
+  std::map<int64_t, ForwardHook> hooks_;
+  int64_t next_hook_ = 0;
+};
+
+// Layers of no parameters: the identity; dims start_dim..end_dim merged
+// into one; dim `dim` split into `sizes`; any tensor-to-tensor callable.
+class Identity : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override { return x; }
+};
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+class Unflatten : public UnaryModule {
+ public:
+  Unflatten(int64_t dim, Shape sizes) : dim(dim), sizes(std::move(sizes)) {}
+  Tensor forward(const Tensor& x) override;
+  int64_t dim;
+  Shape sizes;
+};
+class Functional : public UnaryModule {
+ public:
+  explicit Functional(std::function<Tensor(const Tensor&)> fn) : fn_(std::move(fn)) {}
+  Tensor forward(const Tensor& x) override { return fn_(x); }
+
+ private:
+  std::function<Tensor(const Tensor&)> fn_;
 };
 
 class Linear : public UnaryModule {
@@ -157,6 +223,65 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<M>> mods_;
+};
+
+// Modules by name, in insertion order, registered under those names.
+template <class M = Module>
+class ModuleDict : public Module {
+ public:
+  void insert(const std::string& name, std::shared_ptr<M> m) {
+    check(!index_.count(name), "ModuleDict", "already holds a module named '", name, "'");
+    check(name.find('.') == std::string::npos && !name.empty(), "ModuleDict", "module name '", name,
+          "' must be non-empty and have no '.'");
+    index_[name] = mods_.size();
+    mods_.emplace_back(name, std::move(m));
+    register_module(name, mods_.back().second.get());
+  }
+  bool contains(const std::string& name) const { return index_.count(name) > 0; }
+  M& operator[](const std::string& name) {
+    auto it = index_.find(name);
+    check(it != index_.end(), "ModuleDict", "no module named '", name, "'");
+    return *mods_[it->second].second;
+  }
+  size_t size() const { return mods_.size(); }
+  auto begin() { return mods_.begin(); }
+  auto end() { return mods_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, std::shared_ptr<M>>> mods_;
+  std::map<std::string, size_t> index_;
+};
+
+// Parameters held in a list ("0", "1", ...) or by name; each registered as
+// the module's parameter (requires_grad set).
+class ParameterList : public Module {
+ public:
+  void push_back(Tensor t) {
+    params_list_.push_back(std::move(t));  // a deque: earlier slots keep their addresses
+    register_parameter(std::to_string(params_list_.size() - 1), &params_list_.back());
+  }
+  size_t size() const { return params_list_.size(); }
+  Tensor& operator[](size_t i) { return params_list_.at(i); }
+
+ private:
+  std::deque<Tensor> params_list_;
+};
+class ParameterDict : public Module {
+ public:
+  void insert(const std::string& name, Tensor t) {
+    check(!params_dict_.count(name), "ParameterDict", "already holds a parameter named '", name, "'");
+    register_parameter(name, &params_dict_.emplace(name, std::move(t)).first->second);
+  }
+  bool contains(const std::string& name) const { return params_dict_.count(name) > 0; }
+  Tensor& operator[](const std::string& name) {
+    auto it = params_dict_.find(name);
+    check(it != params_dict_.end(), "ParameterDict", "no parameter named '", name, "'");
+    return it->second;
+  }
+  size_t size() const { return params_dict_.size(); }
+
+ private:
+  std::map<std::string, Tensor> params_dict_;  // a map: slots keep their addresses
 };
 
 // Dropout as a function (training: zero with probability p, scale by 1/(1-p)).

@@ -69,8 +69,22 @@ void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& m : mods_) h = m->forward(h);
+  for (auto& m : mods_) h = (*m)(h);  // through operator(), so the children's hooks run
   return h;
+}
+
+Tensor Unflatten::forward(const Tensor& x) {
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  check(d >= 0 && d < x.dim(), "Unflatten", "dim ", dim, " is out of range for a ", x.dim(), "-d input");
+  int64_t product = 1;
+  bool inferred = false;
+  for (int64_t s : sizes) s == -1 ? void(inferred = true) : void(product *= s);
+  check(inferred ? product > 0 && x.size(d) % product == 0 : product == x.size(d), "Unflatten", "sizes ",
+        shape_text(sizes), " do not fill dim ", d, " of size ", x.size(d), " (input ", shape_text(x.sizes()), ")");
+  Shape shape = x.sizes();
+  shape.erase(shape.begin() + d);
+  shape.insert(shape.begin() + d, sizes.begin(), sizes.end());
+  return x.reshape(shape);
 }
 
 }  // namespace kiln::nn

@@ -1,5 +1,6 @@
 // Module bookkeeping: the registry of parameters, buffers and children,
 // dotted names, state_dict round trips and dtype conversion.
+#include <algorithm>
 #include <set>
 
 #include "kiln/autograd.h"
@@ -8,13 +9,15 @@
 
 namespace kiln::nn {
 
-// Calls f(dotted name, Tensor* slot, bool is_parameter) for every tensor.
+// Calls f(dotted name, Tensor* slot, bool is_parameter, bool persistent)
+// for every tensor.
 template <class F>
 void Module::visit(const std::string& prefix, F&& f) const {
   for (const auto& [n, p] : params_)
-    if (p->defined()) f(prefix + n, p, true);
+    if (p->defined()) f(prefix + n, p, true, true);
   for (const auto& [n, b] : buffers_)
-    if (b->defined()) f(prefix + n, b, false);
+    if (b->defined())
+      f(prefix + n, b, false, std::find(non_persistent_.begin(), non_persistent_.end(), b) == non_persistent_.end());
   for (const auto& [n, c] : children_) c->visit(prefix + n + ".", f);
 }
 
@@ -22,13 +25,64 @@ void Module::register_parameter(const std::string& name, Tensor* slot, bool requ
   if (slot->defined() && requires_grad) slot->requires_grad_(true);
   params_.emplace_back(name, slot);
 }
-void Module::register_buffer(const std::string& name, Tensor* slot) { buffers_.emplace_back(name, slot); }
+void Module::register_buffer(const std::string& name, Tensor* slot, bool persistent) {
+  buffers_.emplace_back(name, slot);
+  if (!persistent) non_persistent_.push_back(slot);
+}
 void Module::register_module(const std::string& name, Module* child) { children_.emplace_back(name, child); }
+
+std::vector<Module*> Module::children() const {
+  std::vector<Module*> out;
+  for (const auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (const auto& [n, c] : children_)
+    for (auto& [sub, m] : c->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+  return out;
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out;
+  for (auto& [n, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& [n, c] : children_) c->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+Tensor UnaryModule::operator()(const Tensor& x) {
+  if (pre_hooks_.empty() && hooks_.empty()) return forward(x);
+  Tensor input = x;
+  for (const auto& [id, hook] : std::map<int64_t, ForwardPreHook>(pre_hooks_))  // a hook may remove hooks
+    if (Tensor replaced = hook(*this, input); replaced.defined()) input = replaced;
+  Tensor output = forward(input);
+  for (const auto& [id, hook] : std::map<int64_t, ForwardHook>(hooks_))
+    if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = replaced;
+  return output;
+}
+
+RemovableHandle UnaryModule::register_forward_pre_hook(ForwardPreHook hook) {
+  const int64_t id = next_hook_++;
+  pre_hooks_.emplace(id, std::move(hook));
+  return RemovableHandle([this, id] { pre_hooks_.erase(id); });
+}
+
+RemovableHandle UnaryModule::register_forward_hook(ForwardHook hook) {
+  const int64_t id = next_hook_++;
+  hooks_.emplace(id, std::move(hook));
+  return RemovableHandle([this, id] { hooks_.erase(id); });
+}
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   std::set<TensorImpl*> seen;  // a tied weight is listed once
-  visit("", [&](const std::string& n, Tensor* t, bool is_param) {
+  visit("", [&](const std::string& n, Tensor* t, bool is_param, bool) {
     if (is_param && seen.insert(t->impl()).second) out.emplace_back(n, *t);
   });
   return out;
@@ -42,7 +96,7 @@ std::vector<Tensor> Module::parameters() const {
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  visit("", [&](const std::string& n, Tensor* t, bool is_param) {
+  visit("", [&](const std::string& n, Tensor* t, bool is_param, bool) {
     if (!is_param) out.emplace_back(n, *t);
   });
   return out;
@@ -62,8 +116,8 @@ void Module::train(bool on) {
 StateDict Module::state_dict() const {
   StateDict out;
   std::set<TensorImpl*> seen;
-  visit("", [&](const std::string& n, Tensor* t, bool) {
-    if (seen.insert(t->impl()).second) out.emplace(n, t->detach());
+  visit("", [&](const std::string& n, Tensor* t, bool, bool persistent) {
+    if (persistent && seen.insert(t->impl()).second) out.emplace(n, t->detach());
   });
   return out;
 }
@@ -73,7 +127,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   std::set<std::string> used;
   std::vector<std::string> missing, mismatched;
   std::set<TensorImpl*> seen;
-  visit("", [&](const std::string& n, Tensor* t, bool) {
+  visit("", [&](const std::string& n, Tensor* t, bool, bool persistent) {
+    if (!persistent) return;
     if (!seen.insert(t->impl()).second) {
       used.insert(n);  // tied: loaded through its first name
       return;
@@ -116,7 +171,7 @@ void Module::replace_tensors(const std::function<bool(const Tensor&)>& applies,
                              const std::function<Tensor(const Tensor&)>& make) {
   NoGradGuard no_grad;
   std::set<TensorImpl*> converted;  // tied tensors once
-  visit("", [&](const std::string&, Tensor* t, bool) {
+  visit("", [&](const std::string&, Tensor* t, bool, bool) {
     if (!t->defined() || converted.count(t->impl()) || !applies(*t)) return;
     converted.insert(t->impl());
     const Tensor c = make(*t);

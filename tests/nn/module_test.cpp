@@ -287,3 +287,126 @@ TEST(GPT, GenerationWithTheKVCacheGivesTheSameTokens) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// Two linear layers with a non-persistent buffer, for the tree and hooks.
+class TwoLayers : public nn::UnaryModule {
+ public:
+  TwoLayers() {
+    register_module("first", first.get());
+    register_module("rest", rest.get());
+    register_buffer("calls", &calls, false);
+    rest->push_back(std::make_shared<nn::ReLU>());
+    rest->push_back(second);
+  }
+  Tensor forward(const Tensor& x) override { return (*rest)((*first)(x)); }
+  std::shared_ptr<nn::Linear> first = std::make_shared<nn::Linear>(4, 3), second = std::make_shared<nn::Linear>(3, 2);
+  std::shared_ptr<nn::Sequential> rest = std::make_shared<nn::Sequential>();
+  Tensor calls = zeros({1});
+};
+
+TEST(ModuleTree, ChildrenModulesApplyAndNonPersistentBuffers) {
+  manual_seed(50);
+  TwoLayers m;
+  std::vector<std::string> names;
+  for (auto& [n, mod] : m.named_modules()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"", "first", "rest", "rest.0", "rest.1"}));
+  EXPECT_EQ(m.children().size(), 2u);
+  EXPECT_EQ(m.named_children()[1].first, "rest");
+  EXPECT_EQ(m.modules().size(), 5u);
+  // apply: children's subtrees first, then the module itself.
+  std::vector<nn::Module*> order;
+  int linears = 0;
+  m.apply([&](nn::Module& mod) {
+    order.push_back(&mod);
+    if (auto* l = dynamic_cast<nn::Linear*>(&mod)) nn::init::zeros_(l->weight), ++linears;
+  });
+  EXPECT_EQ(linears, 2);
+  EXPECT_EQ(order.back(), &m);
+  EXPECT_EQ(amax(abs(m.second->weight)).item<double>(), 0.0);
+  // The non-persistent buffer is a buffer, converted with the module, but not in the state dict.
+  EXPECT_EQ(m.named_buffers().size(), 1u);
+  EXPECT_FALSE(m.state_dict().count("calls"));
+  m.load_state_dict(m.state_dict());  // strict: "calls" is neither missing nor expected
+  m.to(kFloat64);
+  EXPECT_EQ(m.calls.dtype(), kFloat64);
+}
+
+TEST(ModuleTree, ForwardHooksRunInOrderReplaceAndRemove) {
+  manual_seed(51);
+  TwoLayers m;
+  const Tensor x = randn({5, 4});
+  const Tensor plain = m(x);
+  std::vector<std::string> log;
+  auto pre = m.register_forward_pre_hook([&](nn::Module&, const Tensor& in) {
+    log.push_back("pre");
+    return in * 2.0;  // replaces the input
+  });
+  Tensor seen_input;
+  auto post = m.register_forward_hook([&](nn::Module&, const Tensor& in, const Tensor&) {
+    log.push_back("post");
+    seen_input = in;
+    return Tensor();  // leaves the output
+  });
+  // A hook on a child inside the Sequential: the Sequential calls it through operator().
+  auto child = m.second->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+    log.push_back("child");
+    return out + 1.0;
+  });
+  const Tensor hooked = m(x);
+  EXPECT_EQ(log, (std::vector<std::string>{"pre", "child", "post"}));
+  EXPECT_EQ(values(seen_input), values(x * 2.0));  // the forward hook sees the input the pre-hook made
+  pre.remove(), child.remove();
+  pre.remove();  // twice is harmless
+  expect_close(m(x), values(plain), 0, 0, "hooks removed");
+  EXPECT_EQ(log.size(), 4u);  // only "post" ran again
+  post.remove();
+  (void)hooked;
+}
+
+TEST(ModuleTree, ShapeLayersContainersAndParameterHolders) {
+  const Tensor x = randn({2, 3, 4});
+  EXPECT_EQ(nn::Flatten()(x).sizes(), (Shape{2, 12}));
+  EXPECT_EQ(nn::Flatten(0, 1)(x).sizes(), (Shape{6, 4}));
+  EXPECT_EQ(nn::Unflatten(2, {2, 2})(x).sizes(), (Shape{2, 3, 2, 2}));
+  EXPECT_EQ(nn::Unflatten(-2, {-1, 2})(x.transpose(1, 2)).sizes(), (Shape{2, 2, 2, 3}));
+  expect_close(nn::Unflatten(1, {3, 1})(x.transpose(0, 2)), values(x.transpose(0, 2)), 0, 0, "non-contiguous");
+  expect_error([&] { (void)nn::Unflatten(1, {2, 2})(x); }, {"Unflatten", "[2, 2]", "size 3"});
+  expect_error([&] { (void)nn::Unflatten(3, {1})(x); }, {"Unflatten", "dim 3"});
+  EXPECT_EQ(values(nn::Identity()(x)), values(x));
+  EXPECT_EQ(values(nn::Functional([](const Tensor& t) { return t * 3.0; })(x)), values(x * 3.0));
+  nn::Sequential seq;
+  seq.push_back(std::make_shared<nn::Flatten>());
+  seq.push_back(std::make_shared<nn::Linear>(12, 5));
+  seq.push_back(std::make_shared<nn::Functional>([](const Tensor& t) { return relu(t); }));
+  EXPECT_EQ(seq(x).sizes(), (Shape{2, 5}));
+
+  nn::ModuleDict<nn::UnaryModule> heads;
+  heads.insert("a", std::make_shared<nn::Linear>(4, 2));
+  heads.insert("b", std::make_shared<nn::Identity>());
+  EXPECT_TRUE(heads.contains("a"));
+  EXPECT_EQ(heads["a"](x).sizes(), (Shape{2, 3, 2}));
+  EXPECT_EQ(heads.named_parameters()[0].first, "a.weight");
+  expect_error([&] { heads.insert("a", std::make_shared<nn::Identity>()); }, {"ModuleDict", "'a'"});
+  expect_error([&] { (void)heads["c"]; }, {"ModuleDict", "'c'"});
+  expect_error([&] { heads.insert("x.y", std::make_shared<nn::Identity>()); }, {"ModuleDict", "'x.y'"});
+
+  nn::ParameterList list;
+  for (int i = 0; i < 20; ++i) list.push_back(full({2}, static_cast<double>(i)));  // addresses stay valid as it grows
+  EXPECT_EQ(list.parameters().size(), 20u);
+  EXPECT_TRUE(list[19].requires_grad());
+  EXPECT_EQ(list.state_dict().at("7").sum().item<double>(), 14.0);
+  nn::ParameterDict dict;
+  dict.insert("scale", ones({3}));
+  dict.insert("shift", zeros({3}));
+  EXPECT_EQ(dict.named_parameters()[1].first, "shift");
+  EXPECT_TRUE(dict["scale"].requires_grad());
+  dict.to(kFloat64);
+  EXPECT_EQ(dict["shift"].dtype(), kFloat64);
+  expect_error([&] { dict.insert("scale", ones({1})); }, {"ParameterDict", "'scale'"});
+}
+
+}  // namespace
+}  // namespace kiln::test
