@@ -1,5 +1,6 @@
 // Checkpoints in the safetensors format (byte-compatible with Hugging Face's
-// and PyTorch's), the byte-level tokenizer and the text dataset of `kiln train`.
+// and PyTorch's), the byte-level tokenizer and the text dataset of `kiln
+// train`, and readers of other tools' data files (IDX, CSV, .npy).
 #pragma once
 #include <map>
 #include <string>
@@ -56,5 +57,18 @@ class TextDataset {
 };
 
 std::string read_file(const std::string& path);
+
+// Data files of other tools, read into tensors (errors name the file and
+// what is wrong; sizes are checked against the bytes before allocating).
+// The IDX format of MNIST-style data sets, gzip-compressed or plain: its
+// dtype (uint8, int8, int16, int32, float32, float64) and shape.
+Tensor load_idx(const std::string& path);
+// A CSV of numbers as a [rows, columns] tensor (blank lines skipped;
+// `header` skips the first line).
+Tensor load_csv(const std::string& path, bool header = false, char delimiter = ',', DType dtype = kFloat32);
+// NumPy's .npy (little-endian bool, integer and float dtypes; C or Fortran
+// order); save_npy writes version 1.0, C order, atomically.
+Tensor load_npy(const std::string& path);
+void save_npy(const std::string& path, const Tensor& t);
 
 }  // namespace kiln::io
