@@ -18,6 +18,12 @@ namespace kiln::nn {
 
 using StateDict = std::map<std::string, Tensor>;
 
+// The entries of `state` under `prefix` with it removed ("model.w" -> "w"),
+// and every entry with `prefix` added: a checkpoint holds several state
+// dicts side by side (model, optimizer, schedule) under such prefixes.
+StateDict select_prefix(const StateDict& state, const std::string& prefix);
+StateDict add_prefix(const StateDict& state, const std::string& prefix);
+
 // Modules are built in place (std::make_shared) and never copied: they
 // register the addresses of their members.
 class Module {
@@ -199,6 +205,9 @@ class ReLU : public UnaryModule {
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules) {
+    for (const auto& m : modules) push_back(m);
+  }
   void push_back(std::shared_ptr<UnaryModule> m);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return mods_.size(); }

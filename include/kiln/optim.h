@@ -94,8 +94,13 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
 };
-struct AdamWOptions : AdamOptions {
-  AdamWOptions() { weight_decay = 1e-2; }
+struct AdamWOptions {  // AdamOptions with PyTorch's AdamW default weight decay
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
 };
 
 // Adam: weight decay is added to the gradient (L2); AdamW decouples it

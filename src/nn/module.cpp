@@ -31,6 +31,19 @@ void Module::register_buffer(const std::string& name, Tensor* slot, bool persist
 }
 void Module::register_module(const std::string& name, Module* child) { children_.emplace_back(name, child); }
 
+StateDict select_prefix(const StateDict& state, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [k, v] : state)
+    if (k.rfind(prefix, 0) == 0) out.emplace(k.substr(prefix.size()), v);
+  return out;
+}
+
+StateDict add_prefix(const StateDict& state, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [k, v] : state) out.emplace(prefix + k, v);
+  return out;
+}
+
 std::vector<Module*> Module::children() const {
   std::vector<Module*> out;
   for (const auto& [n, c] : children_) out.push_back(c);

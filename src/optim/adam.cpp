@@ -31,7 +31,8 @@ Adam::Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions o, bool
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
     : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam("AdamW", std::move(groups), o, true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+    : Adam("AdamW", std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
 
 void Adam::check_group(const ParamGroup& g) const {
   check(g["beta1"] >= 0 && g["beta1"] < 1 && g["beta2"] >= 0 && g["beta2"] < 1, name_.c_str(), "invalid betas (", g["beta1"],

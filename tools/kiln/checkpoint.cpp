@@ -106,10 +106,8 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_tensors
       check(is_floating(t.dtype()) ? sum(t * 0).item<double>() == 0 : true, kOp, "parameter '", name,
             "' is not finite: not saved, '", path, "' keeps its last finite state");
   }
-  nn::StateDict all;
-  for (auto& [k, v] : model_tensors) all.emplace("model." + k, v);
-  if (opt)
-    for (auto& [k, v] : opt->state_dict()) all.emplace("optim." + k, v);
+  nn::StateDict all = nn::add_prefix(model_tensors, "model.");
+  if (opt) all.merge(nn::add_prefix(opt->state_dict(), "optim."));
   if (st.rng_state.defined()) all.emplace("rng_state", st.rng_state);
   io::save_safetensors(path, all,
                        {{"format", "kiln-gpt"},
@@ -124,18 +122,10 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_tensors
                         {"seed", std::to_string(st.seed)}});
 }
 
-// Tensors under `prefix`, with the prefix removed.
-nn::StateDict with_prefix(const io::SafetensorsFile& f, const std::string& prefix) {
-  nn::StateDict out;
-  for (auto& [k, v] : f.tensors)
-    if (k.rfind(prefix, 0) == 0) out.emplace(k.substr(prefix.size()), v);
-  return out;
-}
-
 std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st) {
   io::SafetensorsFile f = io::load_safetensors(path);
   auto model = std::make_unique<nn::GPT>(config_of(f));
-  model->load_state_dict(with_prefix(f, "model."));
+  model->load_state_dict(nn::select_prefix(f.tensors, "model."));
   if (st) {
     st->step = meta_int(f, "step", 0, std::numeric_limits<int64_t>::max() / 2);
     st->seed = static_cast<uint64_t>(meta_int(f, "seed", 0, std::numeric_limits<int64_t>::max()));
@@ -165,7 +155,7 @@ nn::StateDict from_flat_adamw_layout(const nn::StateDict& old, const optim::Adam
 }
 
 void load_optimizer(const std::string& path, optim::AdamW& opt) {
-  const nn::StateDict state = with_prefix(io::load_safetensors(path), "optim.");
+  const nn::StateDict state = nn::select_prefix(io::load_safetensors(path).tensors, "optim.");
   opt.load_state_dict(state.count("step") ? from_flat_adamw_layout(state, opt) : state);
 }
 
