@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -15,30 +16,42 @@
 namespace kiln::io {
 namespace {
 
-// Every byte of a regular file, gunzipped if it is gzip (zlib reads a plain
-// file through unchanged). Stops at `limit` bytes: a small .gz can claim
-// gigabytes, and the caller's header says how much it needs.
-std::string read_maybe_gzipped(const std::string& path, const char* op) {
-  const detail::RegularFile file(path, op);
-  const int fd = dup(file.fd());
-  check(fd >= 0, op, "cannot read '", path, "': ", std::strerror(errno));
-  gzFile gz = gzdopen(fd, "rb");
-  if (!gz) close(fd);
-  check(gz != nullptr, op, "cannot read '", path, "'");
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    const int n = gzread(gz, buf, sizeof buf);
-    if (n <= 0) {
-      int code = 0;
-      const char* msg = n < 0 ? gzerror(gz, &code) : nullptr;
-      gzclose(gz);
-      check(n == 0, op, "'", path, "' is not a readable gzip or plain file: ", msg ? msg : "");
-      return out;
-    }
-    out.append(buf, static_cast<size_t>(n));
+// A regular file read through zlib: gunzipped if it is gzip, as it is
+// otherwise. read() appends what arrives, chunk by chunk, so a header that
+// claims more than the file holds costs only what the file holds (a small
+// .gz can expand enormously; the caller asks for what its header says).
+class MaybeGzipped {
+ public:
+  MaybeGzipped(const std::string& path, const char* op) : file_(path, op), path_(path), op_(op) {
+    const int fd = dup(file_.fd());
+    check(fd >= 0, op, "cannot read '", path, "': ", std::strerror(errno));
+    gz_ = gzdopen(fd, "rb");
+    if (!gz_) close(fd);
+    check(gz_ != nullptr, op, "cannot read '", path, "'");
   }
-}
+  ~MaybeGzipped() { gzclose(gz_); }
+  MaybeGzipped(const MaybeGzipped&) = delete;
+  MaybeGzipped& operator=(const MaybeGzipped&) = delete;
+
+  // Appends up to n more bytes to `out` (fewer at the end of the data).
+  void read(std::string& out, size_t n) {
+    char buf[1 << 16];
+    while (n > 0) {
+      const int got = gzread(gz_, buf, static_cast<unsigned>(std::min(n, sizeof buf)));
+      int code = 0;
+      check(got >= 0, op_, "'", path_, "' is not a readable gzip or plain file: ", gzerror(gz_, &code));
+      if (got == 0) return;
+      out.append(buf, static_cast<size_t>(got));
+      n -= static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  detail::RegularFile file_;
+  std::string path_;
+  const char* op_;
+  gzFile gz_ = nullptr;
+};
 
 uint32_t big_endian32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
@@ -48,9 +61,11 @@ uint32_t big_endian32(const unsigned char* p) {
 
 Tensor load_idx(const std::string& path) {
   const char* op = "load_idx";
-  const std::string bytes = read_maybe_gzipped(path, op);
-  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
-  check(bytes.size() >= 4 && b[0] == 0 && b[1] == 0, op, "'", path, "' is not an IDX file (no 0x0000 magic)");
+  MaybeGzipped in(path, op);
+  std::string header;
+  in.read(header, 4);
+  const auto* b = reinterpret_cast<const unsigned char*>(header.data());
+  check(header.size() == 4 && b[0] == 0 && b[1] == 0, op, "'", path, "' is not an IDX file (no 0x0000 magic)");
   DType dtype;
   switch (b[2]) {
     case 0x08: dtype = kUInt8; break;
@@ -61,23 +76,27 @@ Tensor load_idx(const std::string& path) {
     case 0x0E: dtype = kFloat64; break;
     default: fail(op, "'", path, "' has unknown IDX type code 0x", std::hex, int{b[2]});
   }
-  const size_t dims = b[3];
-  check(bytes.size() >= 4 + 4 * dims, op, "'", path, "' ends inside its header");
+  const size_t dims = b[3], elem = element_size(dtype);
+  in.read(header, 4 * dims);
+  b = reinterpret_cast<const unsigned char*>(header.data());
+  check(header.size() == 4 + 4 * dims, op, "'", path, "' ends inside its header");
   Shape shape;
-  size_t count = 1;
+  size_t bytes = elem;  // what the shape needs, kept below 2^62 so it cannot wrap
   for (size_t d = 0; d < dims; ++d) {
     shape.push_back(big_endian32(b + 4 + 4 * d));
-    check(shape.back() == 0 || count <= bytes.size() / static_cast<size_t>(shape.back()), op, "'", path,
-          "' claims more elements than it holds");
-    count *= static_cast<size_t>(shape.back());
+    const size_t n = static_cast<size_t>(shape.back());
+    check(n == 0 || bytes <= (size_t{1} << 62) / n, op, "'", path, "' claims more elements than it holds");
+    bytes *= n;
   }
-  const size_t elem = element_size(dtype), offset = 4 + 4 * dims;
-  check(bytes.size() - offset == count * elem, op, "'", path, "' holds ", bytes.size() - offset,
-        " bytes of data but its shape ", shape_text(shape), " needs ", count * elem);
+  std::string data;
+  in.read(data, bytes + 1);  // one more: trailing bytes are an error too
+  check(data.size() == bytes, op, "'", path, "' holds ", data.size() > bytes ? "more than " : "",
+        data.size() > bytes ? bytes : data.size(), " bytes of data but its shape ", shape_text(shape), " needs ", bytes);
   Tensor t = empty(shape, dtype);
   auto* out = static_cast<unsigned char*>(t.raw_data());
-  for (size_t i = 0; i < count; ++i)  // big-endian to this machine's order
-    for (size_t k = 0; k < elem; ++k) out[i * elem + k] = b[offset + i * elem + (elem - 1 - k)];
+  const auto* src = reinterpret_cast<const unsigned char*>(data.data());
+  for (size_t i = 0; i < bytes; i += elem)  // big-endian to this machine's order
+    for (size_t k = 0; k < elem; ++k) out[i + k] = src[i + (elem - 1 - k)];
   return t;
 }
 

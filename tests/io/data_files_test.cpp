@@ -56,6 +56,11 @@ TEST(DataFiles, IdxPlainAndGzipped) {
   expect_error([&] { (void)io::load_idx(temp("bad3")); }, {"load_idx", "5 bytes", "[2, 3]", "needs 6"});
   write_bytes(temp("bad4"), std::string("\0\0\x08\x03", 4) + be32(0xFFFFFFFF) + be32(0xFFFFFFFF) + be32(0xFFFFFFFF));
   expect_error([&] { (void)io::load_idx(temp("bad4")); }, {"load_idx", "more elements than it holds"});
+  write_bytes(temp("bad7"), u8 + "x");
+  expect_error([&] { (void)io::load_idx(temp("bad7")); }, {"load_idx", "more than 6 bytes"});
+  // A header claiming 2^31 elements over a few bytes fails when the data runs out, allocating nothing first.
+  write_gzip(temp("bad8.gz"), std::string("\0\0\x08\x01", 4) + be32(0x80000000u) + "abc");
+  expect_error([&] { (void)io::load_idx(temp("bad8.gz")); }, {"load_idx", "holds 3 bytes", "needs 2147483648"});
   write_bytes(temp("bad5"), std::string("\0\0\x08\x02", 4) + be32(1));
   expect_error([&] { (void)io::load_idx(temp("bad5")); }, {"load_idx", "inside its header"});
   write_gzip(temp("bad6.gz"), u8);
