@@ -75,7 +75,7 @@ check-sanitize: deps
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SAN_BUILD) --output-on-failure
 
-# libFuzzer targets (safetensors reader, checkpoint loader, CLI arguments),
+# libFuzzer targets (safetensors reader, checkpoint loader, CLI arguments, data files),
 # each run FUZZ_SECONDS from tests/fuzz/corpus; any finding fails. Then the
 # kiln::compile differential tester for FUZZ_SECONDS on the programs from
 # seed DIFF_FIRST on (by default those right after the 2,000 `make test`
