@@ -99,8 +99,19 @@ Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+// Comparisons with a number on either side, as PyTorch's (t >= 0, 1 < t).
 Tensor operator<(const Tensor& a, Scalar b);
 Tensor operator>(const Tensor& a, Scalar b);
+Tensor operator<=(const Tensor& a, Scalar b);
+Tensor operator>=(const Tensor& a, Scalar b);
+Tensor operator==(const Tensor& a, Scalar b);
+Tensor operator!=(const Tensor& a, Scalar b);
+Tensor operator<(Scalar a, const Tensor& b);
+Tensor operator>(Scalar a, const Tensor& b);
+Tensor operator<=(Scalar a, const Tensor& b);
+Tensor operator>=(Scalar a, const Tensor& b);
+Tensor operator==(Scalar a, const Tensor& b);
+Tensor operator!=(Scalar a, const Tensor& b);
 
 // ---- reductions. An empty `dims` reduces over every dim.
 Tensor sum(const Tensor& x, Shape dims = {}, bool keepdim = false, std::optional<DType> dtype = {});

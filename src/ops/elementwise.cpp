@@ -389,5 +389,15 @@ Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
 Tensor operator<(const Tensor& a, Scalar b) { return lt(a, wrapped_scalar(b)); }
 Tensor operator>(const Tensor& a, Scalar b) { return gt(a, wrapped_scalar(b)); }
+Tensor operator<=(const Tensor& a, Scalar b) { return le(a, wrapped_scalar(b)); }
+Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, wrapped_scalar(b)); }
+Tensor operator==(const Tensor& a, Scalar b) { return eq(a, wrapped_scalar(b)); }
+Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, wrapped_scalar(b)); }
+Tensor operator<(Scalar a, const Tensor& b) { return gt(b, wrapped_scalar(a)); }
+Tensor operator>(Scalar a, const Tensor& b) { return lt(b, wrapped_scalar(a)); }
+Tensor operator<=(Scalar a, const Tensor& b) { return ge(b, wrapped_scalar(a)); }
+Tensor operator>=(Scalar a, const Tensor& b) { return le(b, wrapped_scalar(a)); }
+Tensor operator==(Scalar a, const Tensor& b) { return eq(b, wrapped_scalar(a)); }
+Tensor operator!=(Scalar a, const Tensor& b) { return ne(b, wrapped_scalar(a)); }
 
 }  // namespace kiln
