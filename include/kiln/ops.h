@@ -143,6 +143,19 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});  // x @ weight^T + bias
+// Products, as PyTorch's: a b^T of vectors; the dot product (one dtype);
+// beta * input + alpha * (m1 @ m2), of batches (baddbmm) or their sum
+// (addbmm), beta = 0 ignoring input; contraction of dims_a of a with dims_b
+// of b (or a's last `dims` with b's first); the Kronecker product.
+Tensor outer(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);
+Tensor vdot(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta = 1, double alpha = 1);
+Tensor addbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1, double alpha = 1);
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1, double alpha = 1);
+Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Shape& dims_b);
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);
+Tensor kron(const Tensor& a, const Tensor& b);
 
 // ---- neural-network functions
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -178,6 +191,18 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
                                 bool sorted = true);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// Rearranging, as PyTorch's: reversed along dims; shifted cyclically along
+// dims (all elements, flattened, without dims); repeated `repeats` times per
+// dim (leading dims added); tile (repeat with fewer entries allowed); dims
+// moved to new places (a view); gather along dim with the other dims
+// broadcast (flattened without dim); coordinate grids ("ij" or "xy").
+Tensor flip(const Tensor& x, const Shape& dims);
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+Tensor repeat(const Tensor& x, const Shape& repeats);
+Tensor tile(const Tensor& x, const Shape& dims);
+Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = {});
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
 
 // ---- random
 class Generator;  // kiln/runtime.h

@@ -175,6 +175,24 @@ std::vector<Case> cases() {
   c.push_back({"randint.low", {int64_t{-3}, int64_t{9}, Shape{6}}, {}, [] { return Results{randint(-3, 9, {6})}; }, true});
   c.push_back({"multinomial", {pos, int64_t{2}}, {}, [=] { return one(multinomial(pos, 2)); }, true});
   c.push_back({"randperm", {int64_t{7}}, {{"dtype", kInt32}}, [] { return Results{randperm(7, kInt32)}; }, true});
+  c.push_back({"flip", {xt, Shape{0}}, {}, [=] { return one(flip(xt, {0})); }});
+  c.push_back({"roll", {xt, Shape{2}}, {{"dims", Shape{1}}}, [=] { return one(roll(xt, {2}, {1})); }});
+  c.push_back({"repeat", {xt, Shape{2, 1, 2}}, {}, [=] { return one(repeat(xt, {2, 1, 2})); }});
+  c.push_back({"tile", {xt, Shape{2}}, {}, [=] { return one(tile(xt, {2})); }});
+  c.push_back({"movedim.intlist", {xt, Shape{0}, Shape{1}}, {}, [=] { return one(movedim(xt, {0}, {1})); }});
+  const Tensor pick = randint(0, 4, {3, 2}), row5 = m45.select(0, 0);
+  c.push_back({"take_along_dim", {m34, pick}, {{"dim", int64_t{1}}}, [=] { return one(take_along_dim(m34, pick, 1)); }});
+  c.push_back({"meshgrid.indexing", {std::vector<Tensor>{arange(3), arange(2)}}, {{"indexing", std::string("xy")}},
+               [] { return Results(meshgrid({arange(3), arange(2)}, "xy")); }});
+  c.push_back({"outer", {arange(3.0), arange(2.0)}, {}, [=] { return one(outer(arange(3.0), arange(2.0))); }});
+  c.push_back({"dot", {arange(3.0), arange(3.0)}, {}, [=] { return one(dot(arange(3.0), arange(3.0))); }});
+  c.push_back({"vdot", {arange(3.0), arange(3.0)}, {}, [=] { return one(vdot(arange(3.0), arange(3.0))); }});
+  c.push_back({"addmm", {row5, m34, m45}, {{"beta", 0.5}}, [=] { return one(addmm(row5, m34, m45, 0.5)); }});
+  c.push_back({"addbmm", {row5, m34.unsqueeze(0), m45.unsqueeze(0)}, {}, [=] { return one(addbmm(row5, m34.unsqueeze(0), m45.unsqueeze(0))); }});
+  c.push_back({"baddbmm", {row5, m34.unsqueeze(0), m45.unsqueeze(0)}, {{"alpha", 2.0}},
+               [=] { return one(baddbmm(row5, m34.unsqueeze(0), m45.unsqueeze(0), 1, 2)); }});
+  c.push_back({"tensordot", {m34, m45, Shape{1}, Shape{0}}, {}, [=] { return one(tensordot(m34, m45, {1}, {0})); }});
+  c.push_back({"kron", {m34, xt}, {}, [=] { return one(kron(m34, xt)); }});
   // Meta outputs compare by metadata (expect_same reads no values of an empty list).
   c.push_back({"empty", {Shape{0, 3}}, {}, [] { return Results{empty({0, 3})}; }});
   c.push_back({"empty_strided", {Shape{2, 0}, Shape{1, 2}}, {}, [] { return Results{empty_strided({2, 0}, {1, 2})}; }});

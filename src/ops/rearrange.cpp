@@ -1,0 +1,151 @@
+// Ops that rearrange elements without arithmetic, composed of views,
+// index_select, cat, expand and gather so autograd and compile come with
+// them: flip, roll, repeat, tile, movedim, take_along_dim, meshgrid.
+#include <algorithm>
+#include <numeric>
+
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "ops/boxing.h"
+
+namespace kiln {
+namespace {
+
+// dim in [-n, n) to [0, n), else an error naming op.
+int64_t wrap(const char* op, int64_t dim, int64_t n) {
+  check(dim >= -std::max<int64_t>(n, 1) && dim < std::max<int64_t>(n, 1), op, "dim ", dim, " is out of range for a ",
+        n, "-d tensor");
+  return dim < 0 ? dim + std::max<int64_t>(n, 1) : dim;
+}
+
+// Wrapped dims, each at most once.
+Shape wrap_unique(const char* op, const Shape& dims, int64_t n) {
+  Shape out;
+  for (int64_t d : dims) {
+    out.push_back(wrap(op, d, n));
+    check(std::count(out.begin(), out.end(), out.back()) == 1, op, "dim ", d, " appears more than once in ",
+          shape_text(dims));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor flip(const Tensor& x, const Shape& dims) {
+  Tensor out = x;
+  for (int64_t d : wrap_unique("flip", dims, x.dim())) {
+    if (x.dim() == 0 || x.size(d) <= 1) continue;
+    out = index_select(out, d, arange(x.size(d) - 1, -1, -1, kInt64));
+  }
+  return out.is_same(x) ? x.clone() : out;  // a new tensor, as PyTorch's, even when nothing moved
+}
+
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  check(!shifts.empty(), "roll", "expected at least one shift");
+  if (dims.empty()) {  // the flattened tensor, shaped back
+    check(shifts.size() == 1, "roll", "without dims expected one shift but got ", shape_text(shifts));
+    return roll(x.flatten(), shifts, {0}).view(x.sizes());
+  }
+  check(shifts.size() == dims.size(), "roll", "shifts ", shape_text(shifts), " and dims ", shape_text(dims),
+        " must have the same length");
+  Tensor out = x;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap("roll", dims[i], x.dim()), n = x.dim() == 0 ? 1 : x.size(d);
+    const int64_t s = n == 0 ? 0 : ((shifts[i] % n) + n) % n;
+    if (s == 0 || x.dim() == 0) continue;
+    out = cat({out.narrow(d, n - s, s), out.narrow(d, 0, n - s)}, d);
+  }
+  return out.is_same(x) ? x.clone() : out;
+}
+
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  const int64_t k = static_cast<int64_t>(repeats.size());
+  check(k >= x.dim(), "repeat", "repeats ", shape_text(repeats), " has fewer entries than the tensor's ", x.dim(),
+        " dims");
+  for (int64_t r : repeats) check(r >= 0, "repeat", "repeats must be non-negative but got ", shape_text(repeats));
+  // Sizes with leading 1s, then (1, s) per dim expanded to (r, s) and merged.
+  Shape sizes(static_cast<size_t>(k - x.dim()), 1);
+  for (int64_t s : x.sizes()) sizes.push_back(s);
+  Shape split, expanded, merged;
+  for (int64_t i = 0; i < k; ++i) {
+    split.insert(split.end(), {1, sizes[i]});
+    expanded.insert(expanded.end(), {repeats[i], sizes[i]});
+    merged.push_back(repeats[i] * sizes[i]);
+  }
+  return x.reshape(split).expand(expanded).reshape(merged);
+}
+
+Tensor tile(const Tensor& x, const Shape& dims) {
+  Shape repeats(static_cast<size_t>(std::max<int64_t>(x.dim() - static_cast<int64_t>(dims.size()), 0)), 1);
+  repeats.insert(repeats.end(), dims.begin(), dims.end());
+  return repeat(x, repeats);
+}
+
+Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination) {
+  check(source.size() == destination.size(), "movedim", "source ", shape_text(source), " and destination ",
+        shape_text(destination), " must have the same length");
+  const Shape src = wrap_unique("movedim", source, x.dim()), dst = wrap_unique("movedim", destination, x.dim());
+  // The dims not moved keep their order in the places no moved dim takes.
+  Shape perm(static_cast<size_t>(x.dim()), -1), rest;
+  for (size_t i = 0; i < src.size(); ++i) perm[static_cast<size_t>(dst[i])] = src[i];
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (std::find(src.begin(), src.end(), d) == src.end()) rest.push_back(d);
+  auto next = rest.begin();
+  for (int64_t& p : perm)
+    if (p < 0) p = *next++;
+  return x.permute(perm);
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
+  check(indices.dtype() == kInt64 || indices.dtype() == kInt32, "take_along_dim",
+        "expected integer indices but got ", indices.dtype());
+  if (!dim) return gather(x.flatten(), 0, indices.flatten().to(kInt64));
+  check(x.dim() == indices.dim(), "take_along_dim", "x ", shape_text(x.sizes()), " and indices ",
+        shape_text(indices.sizes()), " must have the same number of dims");
+  const int64_t d = wrap("take_along_dim", *dim, x.dim());
+  // Broadcast every dim but d, as PyTorch does.
+  Shape xs = x.sizes(), is = indices.sizes();
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i == d) continue;
+    check(xs[i] == is[i] || xs[i] == 1 || is[i] == 1, "take_along_dim", "x ", shape_text(x.sizes()), " and indices ",
+          shape_text(indices.sizes()), " do not broadcast outside dim ", d);
+    xs[i] = is[i] = std::max(xs[i], is[i]);
+  }
+  return gather(x.expand(xs), d, indices.expand(is).to(kInt64));
+}
+
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
+  check(indexing == "ij" || indexing == "xy", "meshgrid", "indexing must be 'ij' or 'xy' but got '", indexing, "'");
+  check(!tensors.empty(), "meshgrid", "expected at least one tensor");
+  Shape grid;
+  for (const Tensor& t : tensors) {
+    check(t.dim() <= 1, "meshgrid", "expected 0-d or 1-d tensors but got shape ", shape_text(t.sizes()));
+    grid.push_back(t.numel());
+  }
+  // "xy": the first two axes swapped (Cartesian indexing).
+  const bool xy = indexing == "xy" && tensors.size() >= 2;
+  if (xy) std::swap(grid[0], grid[1]);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Shape view(grid.size(), 1);
+    const size_t at = xy && i < 2 ? 1 - i : i;
+    view[at] = tensors[i].numel();
+    out.push_back(tensors[i].reshape(view).expand(grid));
+  }
+  return out;
+}
+
+namespace {
+const bool registered = [] {
+  ops::def<&flip>("flip(Tensor self, int[] dims) -> Tensor");
+  ops::def<&roll>("roll(Tensor self, int[] shifts, int[] dims=[]) -> Tensor");
+  ops::def<&repeat>("repeat(Tensor self, int[] repeats) -> Tensor");
+  ops::def<&tile>("tile(Tensor self, int[] dims) -> Tensor");
+  ops::def<&movedim>("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)");
+  ops::def<&take_along_dim>("take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor");
+  ops::def<&meshgrid>("meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]");
+  return true;
+}();
+}  // namespace
+
+}  // namespace kiln

@@ -1,0 +1,170 @@
+// flip, roll, repeat, tile, movedim, take_along_dim, meshgrid and the
+// composed products (outer, dot, addmm, addbmm, baddbmm, tensordot, kron)
+// against float64 references computed element by element here, in several
+// layouts, empty and 0-d; gradcheck; errors.
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+// The value of t at a multi-index (any layout).
+double at(const Tensor& t, const std::vector<int64_t>& idx) {
+  int64_t off = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) off += idx[static_cast<size_t>(d)] * t.stride(d);
+  return read_at(t, off);
+}
+
+// out[i] == f(multi-index of i) for every element.
+void expect_each(const Tensor& out, const Shape& shape, const std::function<double(const std::vector<int64_t>&)>& f,
+                 const std::string& what) {
+  ASSERT_EQ(out.sizes(), shape) << what;
+  std::vector<double> want;
+  for (int64_t i = 0; i < out.numel(); ++i) want.push_back(f(unravel(i, shape)));
+  expect_close(out, want, 1e-12, 1e-12, what);
+}
+
+void expect_gradcheck(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, const std::string& what) {
+  Tensor v = x.to(kFloat64).detach().requires_grad_();
+  EXPECT_TRUE(autograd::gradcheck([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; }, {v}))
+      << what;
+}
+
+TEST(Rearrange, FlipRollRepeatTileMovedim) {
+  manual_seed(80);
+  for (Layout layout : all_layouts()) {
+    const Tensor x = make_input({3, 4, 5}, layout, kFloat64);
+    const std::string l = layout_name(layout);
+    expect_each(flip(x, {0, -1}), {3, 4, 5}, [&](auto i) { return at(x, {2 - i[0], i[1], 4 - i[2]}); }, "flip " + l);
+    expect_each(roll(x, {1, -7}, {1, 2}), {3, 4, 5},
+                [&](auto i) { return at(x, {i[0], (i[1] + 3) % 4, (i[2] + 7) % 5}); }, "roll " + l);
+    expect_each(roll(x, {4}), {3, 4, 5}, [&](auto i) {  // flattened
+                  const int64_t flat = ((i[0] * 20 + i[1] * 5 + i[2]) - 4 + 60) % 60;
+                  return at(x, {flat / 20, flat / 5 % 4, flat % 5});
+                }, "roll flat " + l);
+    expect_each(repeat(x, {2, 1, 3, 2}), {2, 3, 12, 10}, [&](auto i) { return at(x, {i[1], i[2] % 4, i[3] % 5}); },
+                "repeat " + l);
+    expect_each(tile(x, {2, 1}), {3, 8, 5}, [&](auto i) { return at(x, {i[0], i[1] % 4, i[2]}); }, "tile " + l);
+    expect_each(movedim(x, {0}, {2}), {4, 5, 3}, [&](auto i) { return at(x, {i[2], i[0], i[1]}); }, "movedim " + l);
+    expect_each(movedim(x, {-1, 0}, {0, 1}), {5, 3, 4}, [&](auto i) { return at(x, {i[1], i[2], i[0]}); },
+                "movedim two " + l);
+  }
+  // Empty, 0-d and size-1 dims; a new tensor even when nothing moves.
+  EXPECT_EQ(flip(zeros({0, 3}), {0, 1}).sizes(), (Shape{0, 3}));
+  EXPECT_EQ(roll(zeros({0}), {3}).numel(), 0);
+  EXPECT_EQ(repeat(full({}, 2.0), {3}).sizes(), (Shape{3}));
+  EXPECT_EQ(repeat(ones({2}), {0, 2}).sizes(), (Shape{0, 4}));
+  const Tensor one = ones({1, 2});
+  EXPECT_FALSE(flip(one, {0}).is_same(one));
+  Tensor copy = roll(one, {2}, {1});
+  copy.fill_(5.0);
+  EXPECT_EQ(values(one), (std::vector<double>{1, 1}));
+  const Tensor g = randn({3, 4});
+  expect_gradcheck([](const Tensor& t) { return flip(t, {1}); }, g, "flip");
+  expect_gradcheck([](const Tensor& t) { return roll(t, {2}, {1}); }, g, "roll");
+  expect_gradcheck([](const Tensor& t) { return repeat(t, {2, 1, 2}); }, g, "repeat");
+  expect_gradcheck([](const Tensor& t) { return movedim(t, {0}, {1}); }, g, "movedim");
+  expect_error([&] { (void)flip(g, {0, -2}); }, {"flip", "more than once"});
+  expect_error([&] { (void)flip(g, {2}); }, {"flip", "dim 2", "2-d"});
+  expect_error([&] { (void)roll(g, {1, 2}, {0}); }, {"roll", "[1, 2]", "[0]"});
+  expect_error([&] { (void)repeat(g, {2}); }, {"repeat", "[2]", "2 dims"});
+  expect_error([&] { (void)repeat(g, {2, -1}); }, {"repeat", "non-negative"});
+  expect_error([&] { (void)movedim(g, {0}, {1, 0}); }, {"movedim", "same length"});
+}
+
+TEST(Rearrange, TakeAlongDimAndMeshgrid) {
+  manual_seed(81);
+  const Tensor x = randn({3, 5}, kFloat64), idx = randint(0, 5, {3, 4}), col = randint(0, 3, {1, 5});
+  expect_each(take_along_dim(x, idx, 1), {3, 4}, [&](auto i) { return at(x, {i[0], static_cast<int64_t>(at(idx, i))}); }, "rows");
+  expect_each(take_along_dim(x, col, 0), {1, 5}, [&](auto i) { return at(x, {static_cast<int64_t>(at(col, i)), i[1]}); }, "cols");
+  // The other dims broadcast: one index row for every row of x.
+  const Tensor shared = randint(0, 5, {1, 2});
+  expect_each(take_along_dim(x, shared, 1), {3, 2}, [&](auto i) { return at(x, {i[0], static_cast<int64_t>(at(shared, {0, i[1]}))}); },
+              "broadcast");
+  const Tensor flat = randint(0, 15, {6});
+  expect_each(take_along_dim(x.t(), flat), {6}, [&](auto i) {
+                const int64_t f = static_cast<int64_t>(at(flat, i));
+                return at(x, {f % 3, f / 3});  // x.t() flattened row-major
+              }, "flattened");
+  expect_gradcheck([&](const Tensor& t) { return take_along_dim(t, idx, 1); }, x, "take_along_dim");
+  expect_error([&] { (void)take_along_dim(x, idx.to(kFloat32), 1); }, {"take_along_dim", "integer", "float32"});
+  expect_error([&] { (void)take_along_dim(x, randint(0, 3, {2, 5}), 1); }, {"take_along_dim", "[3, 5]", "[2, 5]"});
+
+  const Tensor a = tensor<double>({1, 2, 3}), b = tensor<double>({10, 20});
+  const auto ij = meshgrid({a, b});
+  expect_each(ij[0], {3, 2}, [&](auto i) { return at(a, {i[0]}); }, "ij 0");
+  expect_each(ij[1], {3, 2}, [&](auto i) { return at(b, {i[1]}); }, "ij 1");
+  const auto xy = meshgrid({a, b, full({}, 7.0)}, "xy");
+  expect_each(xy[0], {2, 3, 1}, [&](auto i) { return at(a, {i[1]}); }, "xy 0");
+  expect_each(xy[1], {2, 3, 1}, [&](auto i) { return at(b, {i[0]}); }, "xy 1");
+  expect_each(xy[2], {2, 3, 1}, [](auto) { return 7.0; }, "xy 2");
+  expect_error([&] { (void)meshgrid({a, x}); }, {"meshgrid", "[3, 5]"});
+  expect_error([&] { (void)meshgrid({a}, "yx"); }, {"meshgrid", "'yx'"});
+}
+
+TEST(Rearrange, ComposedProducts) {
+  manual_seed(82);
+  const Tensor u = randn({4}, kFloat64), v = randn({3}, kFloat64), w = randn({4}, kFloat64);
+  expect_each(outer(u, v), {4, 3}, [&](auto i) { return at(u, {i[0]}) * at(v, {i[1]}); }, "outer");
+  double d = 0;
+  for (int64_t i = 0; i < 4; ++i) d += at(u, {i}) * at(w, {i});
+  expect_close(dot(u, w), {d}, 1e-12, 1e-12, "dot");
+  expect_close(vdot(u, w), {d}, 1e-12, 1e-12, "vdot");
+  EXPECT_EQ(dot(zeros({0}), zeros({0})).item<double>(), 0.0);
+  expect_error([&] { (void)dot(u, v); }, {"dot", "4", "3"});
+  expect_error([&] { (void)dot(u, w.to(kFloat32)); }, {"dot", "float64", "float32"});
+  expect_error([&] { (void)outer(u, v.view({3, 1})); }, {"outer", "1-D", "[3, 1]"});
+
+  const Tensor m1 = make_input({3, 4}, Layout::Transposed, kFloat64), m2 = randn({4, 2}, kFloat64),
+               in = randn({2}, kFloat64);  // broadcast over rows
+  auto mm = [&](const Tensor& p, const Tensor& q, int64_t i, int64_t j, std::vector<int64_t> lead = {}) {
+    double s = 0;
+    for (int64_t k = 0; k < p.size(-1); ++k) {
+      auto pi = lead, qi = lead;
+      pi.insert(pi.end(), {i, k}), qi.insert(qi.end(), {k, j});
+      s += at(p, pi) * at(q, qi);
+    }
+    return s;
+  };
+  expect_each(addmm(in, m1, m2, 0.5, 2.0), {3, 2}, [&](auto i) { return 0.5 * at(in, {i[1]}) + 2 * mm(m1, m2, i[0], i[1]); }, "addmm");
+  const Tensor nan_in = full({3, 2}, std::numeric_limits<double>::quiet_NaN());
+  expect_each(addmm(nan_in, m1, m2, 0.0), {3, 2}, [&](auto i) { return mm(m1, m2, i[0], i[1]); }, "addmm beta 0 ignores NaN");
+  const Tensor b1 = randn({2, 3, 4}, kFloat64), b2 = randn({2, 4, 5}, kFloat64), bin = randn({3, 5}, kFloat64);
+  expect_each(baddbmm(bin, b1, b2, 2.0, -1.0), {2, 3, 5},
+              [&](auto i) { return 2 * at(bin, {i[1], i[2]}) - mm(b1, b2, i[1], i[2], {i[0]}); }, "baddbmm");
+  expect_each(addbmm(bin, b1, b2), {3, 5},
+              [&](auto i) { return at(bin, i) + mm(b1, b2, i[0], i[1], {0}) + mm(b1, b2, i[0], i[1], {1}); }, "addbmm");
+  expect_error([&] { (void)addmm(in, m1, m1); }, {"addmm", "[3, 4]", "cannot be multiplied"});
+  expect_error([&] { (void)baddbmm(bin, b1, b1); }, {"baddbmm", "[2, 3, 4]"});
+
+  // tensordot: a (2, 3, 4) with b (4, 3, 5) over a's dims (1, 2) and b's (1, 0).
+  const Tensor ta = randn({2, 3, 4}, kFloat64), tb = make_input({4, 3, 5}, Layout::Strided, kFloat64);
+  expect_each(tensordot(ta, tb, {1, 2}, {1, 0}), {2, 5}, [&](auto i) {
+                double s = 0;
+                for (int64_t j = 0; j < 3; ++j)
+                  for (int64_t k = 0; k < 4; ++k) s += at(ta, {i[0], j, k}) * at(tb, {k, j, i[1]});
+                return s;
+              }, "tensordot");
+  const Tensor tc = randn({4, 6}, kFloat64);
+  expect_each(tensordot(ta, tc, 1), {2, 3, 6}, [&](auto i) {
+                double s = 0;
+                for (int64_t k = 0; k < 4; ++k) s += at(ta, {i[0], i[1], k}) * at(tc, {k, i[2]});
+                return s;
+              }, "tensordot int");
+  expect_error([&] { (void)tensordot(ta, tb, {1}, {2}); }, {"tensordot", "differ in size", "3", "5"});
+  expect_error([&] { (void)tensordot(ta, tc, 4); }, {"tensordot", "cannot contract 4"});
+
+  const Tensor ka = randn({2, 3}, kFloat64), kb = randn({4}, kFloat64);
+  expect_each(kron(ka, kb), {2, 12}, [&](auto i) { return at(ka, {i[0], i[1] / 4}) * at(kb, {i[1] % 4}); }, "kron");
+  const Tensor g1 = randn({3, 2}), g2 = randn({2, 4});
+  Tensor a = g1.to(kFloat64).requires_grad_(), b = g2.to(kFloat64).requires_grad_(), c = randn({4}, kFloat64).requires_grad_();
+  auto grads = [&](const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> in, const char* what) {
+    EXPECT_TRUE(autograd::gradcheck([&](const std::vector<Tensor>& v) { return std::vector<Tensor>{f(v)}; }, in)) << what;
+  };
+  grads([](auto& v) { return addmm(v[2], v[0], v[1], 0.5, 2.0); }, {a, b, c}, "addmm");
+  grads([](auto& v) { return tensordot(v[0], v[1], 1); }, {a, b}, "tensordot");
+  grads([](auto& v) { return kron(v[0], v[1]); }, {a, b}, "kron");
+  grads([](auto& v) { return outer(v[0], v[1]); }, {c, randn({2}, kFloat64).requires_grad_()}, "outer");
+}
+
+}  // namespace
+}  // namespace kiln::test
