@@ -1,6 +1,7 @@
 // Storage (memory from its device's allocator, src/core/device.cpp) and
 // TensorImpl helpers.
 #include <algorithm>
+#include <limits>
 #include <ostream>
 
 #include "kiln/dtype.h"
@@ -46,7 +47,13 @@ size_t shape_nbytes(const Shape& sizes, DType dtype, const char* op) {
 size_t layout_extent_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, DType dtype, const char* op) {
   check(sizes.size() == strides.size(), op, "got ", sizes.size(), " sizes but ", strides.size(), " strides");
   check(offset >= 0, op, "negative storage offset ", offset);
-  if (shape_numel(sizes, op) == 0) return 0;
+  if (shape_numel(sizes, op) == 0) {
+    // No bytes to bound them, but kernels still turn strides into byte strides.
+    for (int64_t st : strides)
+      check(st >= 0 && st <= std::numeric_limits<int64_t>::max() / 8, op, "stride ", st, " in strides ",
+            shape_text(strides), " is negative or beyond int64 in bytes");
+    return 0;
+  }
   int64_t last = offset;  // index of the element farthest from the start
   bool overflow = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -89,12 +96,20 @@ std::string shape_str(const Shape& s) {
 
 std::ostream& operator<<(std::ostream& os, ShapeText t) { return os << shape_str(t.sizes); }
 
+// A zero-size tensor has no bytes to bound its shape, so its other dims can
+// multiply past int64 ([0, 2^40, 2^40]), or past it once a kernel turns
+// them into byte strides: refused here, where the strides are made, rather
+// than wrapping. (A tensor with elements is bounded by its byte size.)
 Shape contiguous_strides(const Shape& sizes) {
+  const bool no_elements = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+  const int64_t limit = no_elements ? std::numeric_limits<int64_t>::max() / 8 : std::numeric_limits<int64_t>::max();
   Shape strides(sizes.size());
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    if (i > 0)
+      check(!__builtin_mul_overflow(s, std::max<int64_t>(sizes[i], 1), &s) && s <= limit, "empty", "shape ",
+            shape_text(sizes), " has strides beyond int64");
   }
   return strides;
 }

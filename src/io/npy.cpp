@@ -29,16 +29,23 @@ const char* descr_of(DType t) {
   }
 }
 
-// The text after `key': ` in the header, up to the value's end.
+// The text after `key': ` in the header, up to the value's end: a quoted
+// string, a parenthesised tuple, or a bare word ending at ',' or '}'.
 std::string field(const std::string& header, const std::string& key, const std::string& path) {
   const size_t k = header.find("'" + key + "'");
   check(k != std::string::npos, "load_npy", "'", path, "' has no '", key, "' in its header");
   size_t v = header.find(':', k);
-  check(v != std::string::npos, "load_npy", "'", path, "' has a malformed header");
-  v = header.find_first_not_of(' ', v + 1);
-  const char open = header[v];
-  const size_t end = open == '(' ? header.find(')', v) + 1 : open == '\'' ? header.find('\'', v + 1) + 1 : header.find(',', v);
-  check(end != std::string::npos && end > v, "load_npy", "'", path, "' has a malformed '", key, "'");
+  if (v != std::string::npos) v = header.find_first_not_of(' ', v + 1);
+  size_t end = std::string::npos;
+  if (v != std::string::npos) {
+    if (header[v] == '(' || header[v] == '\'') {
+      end = header.find(header[v] == '(' ? ')' : '\'', v + 1);
+      if (end != std::string::npos) ++end;
+    } else {
+      end = header.find_first_of(",}", v);
+    }
+  }
+  check(end != std::string::npos && end > v, "load_npy", "'", path, "' has a malformed '", key, "' in its header");
   return header.substr(v, end - v);
 }
 
@@ -72,6 +79,8 @@ Tensor load_npy(const std::string& path) {
   const std::string order = field(header, "fortran_order", path);
   check(order == "False" || order == "True", op, "'", path, "' has fortran_order ", order);
   const std::string shape_text_field = field(header, "shape", path);
+  check(shape_text_field.front() == '(' && shape_text_field.back() == ')', op, "'", path, "' has shape ",
+        shape_text_field, ", not a tuple");
   Shape shape;
   size_t count = 1;
   for (size_t i = 1; i < shape_text_field.size();) {

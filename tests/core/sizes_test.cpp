@@ -27,6 +27,12 @@ TEST(CheckedSizes, FactoriesRefuseSizesThatDoNotFit) {
   expect_error([] { zeros({k2p40, k2p40}); }, {"[full]", "[1099511627776, 1099511627776]", "int64"});
   expect_error([] { randint(0, 5, {k2p40, k2p40}); }, {"[randint]", "int64"});
   expect_error([] { empty_strided({2, 3}, {k2p62, k2p62}); }, {"[empty_strided]", "int64"});
+  // Zero elements, but strides past int64 (a fuzzed IDX header found it).
+  expect_error([] { empty({0, k2p40, k2p40}); }, {"[empty]", "[0, 1099511627776, 1099511627776]", "strides", "int64"});
+  expect_error([] { empty({0, k2p61}, kUInt8); }, {"[empty]", "strides"});  // 2^61 elements of 8 bytes wrap
+  EXPECT_EQ(empty({k2p40, 0, k2p40}).numel(), 0);  // the outermost size never enters a stride
+  expect_error([] { empty_strided({0, 2}, {k2p62, 1}); }, {"[empty_strided]", "4611686018427387904", "bytes"});
+  EXPECT_EQ(empty({0, int64_t{1} << 59}).to(kFloat64).numel(), 0);  // byte strides of 2^62 still fit
   // (2^61 + 1) bytes fit in int64 but in no machine: refused at once (the
   // allocator's size classes used to loop forever here).
   expect_error([] { empty({k2p61 + 1}, kUInt8); }, {"[empty]", "cannot allocate"});

@@ -133,6 +133,15 @@ TEST(DataFiles, NpyRoundTripsEveryDtypeAndReadsFortranOrder) {
   expect_error([&] { (void)io::load_npy(temp("short.npy")); }, {"load_npy", "20 bytes", "[2, 3]", "needs 24"});
   write_bytes(temp("nope.npy"), "PK\3\4 not numpy");
   expect_error([&] { (void)io::load_npy(temp("nope.npy")); }, {"load_npy", "not a .npy file"});
+  // Headers cut short or malformed at each field (a fuzzer's find: a header ending right after a key's colon).
+  for (const std::string cut : {"{'descr': '<f4', 'fortran_order': False, 'shape':", "{'descr':",
+                                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3", "{'descr': '<f4",
+                                "{'descr': '<f4', 'fortran_order': False, 'shape': 6, }"}) {
+    std::string h = std::string("\x93NUMPY\x01\x00", 8);
+    h += static_cast<char>(cut.size()), h += '\0';
+    write_bytes(temp("cut.npy"), h + cut);
+    expect_error([&] { (void)io::load_npy(temp("cut.npy")); }, {"load_npy", "cut.npy"});
+  }
   std::string huge = bytes;
   huge.replace(huge.find("(2, 3)"), 6, "(9999999999, 9999999999)");
   write_bytes(temp("huge.npy"), huge);
