@@ -98,6 +98,10 @@ Tensor load_npy(const std::string& path) {
   }
   check(bytes.size() - offset == count * element_size(dtype), op, "'", path, "' holds ", bytes.size() - offset,
         " bytes of data but its shape ", shape_text(shape), " needs ", count * element_size(dtype));
+  if (dtype == kBool) {  // any other byte is not a bool (reading it as one is undefined)
+    for (size_t i = offset; i < bytes.size(); ++i)
+      check(b[i] <= 1, op, "'", path, "' holds bool byte ", int{b[i]}, " at element ", i - offset, ", not 0 or 1");
+  }
   if (order == "True") {  // column-major: read as the reversed shape, then reverse the dims
     Shape reversed(shape.rbegin(), shape.rend());
     Tensor t = empty(reversed, dtype);

@@ -142,6 +142,12 @@ TEST(DataFiles, NpyRoundTripsEveryDtypeAndReadsFortranOrder) {
     write_bytes(temp("cut.npy"), h + cut);
     expect_error([&] { (void)io::load_npy(temp("cut.npy")); }, {"load_npy", "cut.npy"});
   }
+  // Bool bytes other than 0 and 1 are refused (a fuzzer's find).
+  std::string bools = std::string("\x93NUMPY\x01\x00", 8);
+  const std::string bool_header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }";
+  bools += static_cast<char>(bool_header.size()), bools += '\0';
+  write_bytes(temp("bools.npy"), bools + bool_header + std::string("\x01\x00\x7d", 3));
+  expect_error([&] { (void)io::load_npy(temp("bools.npy")); }, {"load_npy", "bool byte 125", "element 2"});
   std::string huge = bytes;
   huge.replace(huge.find("(2, 3)"), 6, "(9999999999, 9999999999)");
   write_bytes(temp("huge.npy"), huge);
