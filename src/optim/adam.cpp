@@ -3,6 +3,7 @@
 
 #include "kiln/error.h"
 #include "kiln/optim.h"
+#include "optim/state_slot.h"
 
 namespace kiln::optim {
 namespace {
@@ -10,13 +11,6 @@ namespace {
 std::map<std::string, double> defaults_of(const AdamOptions& o) {
   return {{"lr", o.lr},   {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
           {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
-}
-
-// The state tensor `name`, zeros like p on first use.
-Tensor& slot(std::map<std::string, Tensor>& state, const char* name, const Tensor& p) {
-  auto it = state.find(name);
-  if (it == state.end()) it = state.emplace(name, zeros_like(p)).first;
-  return it->second;
 }
 
 }  // namespace
@@ -51,13 +45,13 @@ void Adam::step() {
     Tensor g = p.grad();
     if (decoupled_) p.mul_(1 - lr * wd);
     else if (wd != 0) g = g + p * wd;
-    Tensor& exp_avg = slot(s.tensors, "exp_avg", p);
-    Tensor& exp_avg_sq = slot(s.tensors, "exp_avg_sq", p);
+    Tensor& exp_avg = detail::state_slot(s.tensors, "exp_avg", p);
+    Tensor& exp_avg_sq = detail::state_slot(s.tensors, "exp_avg_sq", p);
     exp_avg.mul_(beta1).add_(g, 1 - beta1);
     exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
     Tensor second = exp_avg_sq;
     if (grp["amsgrad"] != 0) {
-      Tensor& max_sq = slot(s.tensors, "max_exp_avg_sq", p);
+      Tensor& max_sq = detail::state_slot(s.tensors, "max_exp_avg_sq", p);
       max_sq.copy_(maximum(max_sq, exp_avg_sq));
       second = max_sq;
     }

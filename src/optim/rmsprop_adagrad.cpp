@@ -4,6 +4,7 @@
 
 #include "kiln/error.h"
 #include "kiln/optim.h"
+#include "optim/state_slot.h"
 
 namespace kiln::optim {
 namespace {
@@ -16,12 +17,6 @@ std::map<std::string, double> defaults_of(const RMSpropOptions& o) {
 std::map<std::string, double> defaults_of(const AdagradOptions& o) {
   return {{"lr", o.lr}, {"lr_decay", o.lr_decay}, {"weight_decay", o.weight_decay},
           {"initial_accumulator_value", o.initial_accumulator_value}, {"eps", o.eps}};
-}
-
-Tensor& slot(std::map<std::string, Tensor>& state, const char* name, const Tensor& p, double initial = 0) {
-  auto it = state.find(name);
-  if (it == state.end()) it = state.emplace(name, full_like(p, initial)).first;
-  return it->second;
 }
 
 }  // namespace
@@ -46,18 +41,18 @@ void RMSprop::step() {
     ++s.step;
     Tensor g = p.grad();
     if (wd != 0) g = g + p * wd;
-    Tensor& square_avg = slot(s.tensors, "square_avg", p);
+    Tensor& square_avg = detail::state_slot(s.tensors, "square_avg", p);
     square_avg.mul_(alpha).add_(g * g, 1 - alpha);
     Tensor avg;
     if (grp["centered"] != 0) {
-      Tensor& grad_avg = slot(s.tensors, "grad_avg", p);
+      Tensor& grad_avg = detail::state_slot(s.tensors, "grad_avg", p);
       grad_avg.mul_(alpha).add_(g, 1 - alpha);
       avg = sqrt(square_avg - grad_avg * grad_avg) + grp["eps"];
     } else {
       avg = sqrt(square_avg) + grp["eps"];
     }
     if (momentum > 0) {
-      Tensor& buf = slot(s.tensors, "momentum_buffer", p);
+      Tensor& buf = detail::state_slot(s.tensors, "momentum_buffer", p);
       buf.mul_(momentum).add_(g / avg);
       p.sub_(buf * grp["lr"]);
     } else {
@@ -87,7 +82,7 @@ void Adagrad::step() {
     const double clr = grp["lr"] / (1 + static_cast<double>(s.step++) * grp["lr_decay"]);
     Tensor g = p.grad();
     if (wd != 0) g = g + p * wd;
-    Tensor& sum = slot(s.tensors, "sum", p, grp["initial_accumulator_value"]);
+    Tensor& sum = detail::state_slot(s.tensors, "sum", p, grp["initial_accumulator_value"]);
     sum.add_(g * g);
     p.sub_(g / (sqrt(sum) + grp["eps"]) * clr);
   });
