@@ -97,6 +97,12 @@ struct OpDef {
   // Its kernel talks to other processes (a collective): kiln::compile never
   // records it into a graph, but ends the graph there and runs it eagerly.
   bool has_side_effects = false;
+  // An elementwise op's math as C++ (set by set_pointwise from the kernels'
+  // registrations; null: none): the functor in src/kernels/cpu/
+  // pointwise_math.h whose f(tensor inputs..., float attributes in schema
+  // order) computes one float32 element. A compiler that fuses loops calls
+  // the same function as the eager kernel.
+  const char* pointwise = nullptr;
 };
 
 // Declares an op once, at static-initialisation time; the reference stays
@@ -111,6 +117,9 @@ std::vector<const OpDef*> all_ops();
 // Gives op `name` its backward formula (autograd::register_backward calls
 // it), in either order with the op's register_op; `def` lives forever.
 void set_backward(std::string_view name, const autograd::BackwardDef* def);
+// Gives op `name` its pointwise functor (OpDef::pointwise), in either order
+// with the op's register_op; `functor` lives forever.
+void set_pointwise(std::string_view name, const char* functor);
 // Kernels or backwards bound to names no op declares (a typo in a
 // registration): empty in a correct build; a test checks it.
 std::vector<std::string> registrations_without_op();

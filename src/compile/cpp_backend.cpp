@@ -1,7 +1,8 @@
 // The "cpp" backend's code generation: float32 elementwise nodes over one
 // iteration space, with the row sums and norms between them, become one
 // generated C++ loop nest, so their intermediates are never written to
-// memory (Note [Loop groups]). The op math is in cpp_expressions.cpp; the
+// memory (Note [Loop groups]). The op math is the eager kernels' own
+// (the functors of pointwise_math.h, called by cpp_expressions.cpp); the
 // source is built and cached by the toolchain (cpp_toolchain.cpp: a failing
 // compiler leaves the graph to the interpreter, with a warning), and each
 // loop run over [lo, hi) chunks of kiln's thread pool by the runtime
@@ -150,7 +151,7 @@ std::optional<Role> role_in(const Trace& t, const Plan& p, const TracedNode& n, 
     return Role::Norm;
   }
   if (n.op->name == "slice_backward") return elem && slice_columns(t, p, n) ? std::optional<Role>(Role::Elem) : std::nullopt;
-  if (expression(n, "a", "b").empty() || static_cast<int>(n.inputs.size()) != arity(n.op->name)) return std::nullopt;
+  if (!fusable_pointwise(n)) return std::nullopt;
   for (int i : n.inputs) {
     const int v = p.rep[i];
     const char a = access_of(sizes_of(t, v), os);
@@ -348,12 +349,7 @@ Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups,
     if (w.over >= 0) overwrites.emplace(plan.rep[w.value], plan.rep[w.over]);
 
   std::ostringstream src;
-  src << "// kiln fused loops\n#include <cstdint>\n\n";
-  if (kHasLibmvec) src << "// Vector variants from glibc's libmvec, so the loops vectorise through these calls.\n";
-  src << "extern \"C\" {\n";
-  for (const char* f : {"expf", "logf", "sinf", "cosf", "tanhf", "erff", "erfcf"})
-    src << (kHasLibmvec ? "#pragma omp declare simd notinbranch\n" : "") << "float " << f << "(float);\n";
-  src << "}\n\n" << kLoopPrelude;
+  src << "// kiln fused loops\n#include <cstdint>\n\n" << kPointwiseMathSource << "\n";
   // Whether something after group g in the schedule reads value v.
   const Schedule sched{t, plan, groups};
   auto read_after_group = [&](size_t g, int v) {
@@ -473,7 +469,7 @@ Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups,
       } else {
         const bool elem = m.role == Role::Elem;
         if (elem && k->space_value < 0) k->space_value = out;
-        std::string opnd[2];
+        std::vector<std::string> opnd(n.inputs.size());
         int ph = 0;
         for (size_t a = 0; a < n.inputs.size(); ++a) {
           const int x = plan.rep[n.inputs[a]];
@@ -482,7 +478,7 @@ Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups,
           if (n.op->name != "slice_backward") opnd[a] = operand(x, access == 's' ? 's' : elem ? access : 'r');
           ph = std::max(ph, phase_of(x));
         }
-        std::string e = n.op->kind == OpKind::View ? opnd[0] : expression(n, opnd[0], opnd[1]);
+        std::string e = n.op->kind == OpKind::View || n.op->name == "slice_backward" ? opnd[0] : expression(n, opnd);
         if (n.op->name == "slice_backward") {
           const auto [start, end] = *slice_columns(t, plan, n);
           col_breaks.insert(start), col_breaks.insert(end);

@@ -1,17 +1,21 @@
-// The C++ the cpp backend writes for each fusable elementwise op, and the
-// helpers those expressions call (the prelude of every generated source).
+// The C++ the cpp backend writes for each fusable elementwise op: a call of
+// the op's functor (OpDef::pointwise, from src/kernels/cpu/pointwise_math.h,
+// whose text is the prelude of every generated source), the same function
+// the eager kernel runs.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "graph.h"
 
 namespace kiln::compiler::detail {
 
-// C++ for one elementwise op on operands a (and b); empty when not fusable.
-std::string expression(const TracedNode& n, const std::string& a, const std::string& b);
-// How many tensor operands the op's expression takes (1 or 2).
-int arity(const std::string& op);
-// Static inline functions the expressions call.
-extern const char* const kLoopPrelude;
+// Whether node n's op has a functor that can compute it from its tensor
+// inputs and attributes.
+bool fusable_pointwise(const TracedNode& n);
+// C++ for node n on its operands' expressions; n is fusable_pointwise.
+std::string expression(const TracedNode& n, const std::vector<std::string>& operands);
+// pointwise_math.h's text (generated/pointwise_math_text.cpp).
+extern const char* const kPointwiseMathSource;
 
 }  // namespace kiln::compiler::detail

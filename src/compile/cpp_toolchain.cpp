@@ -81,7 +81,8 @@ std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::stri
   // -ffp-contract=off: eager rounds a * b before adding c, and so must the
   // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
   const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
-  const std::string libs = kHasLibmvec ? "-lmvec -lm" : "-lm";
+  // libm for pow and fmod only: every other function is in the source.
+  const std::string libs = "-lm";
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016zx",
                 std::hash<std::string>{}(source + "\n" + cxx + "\n" + compiler_identity(cxx) + "\n" + flags + "\n" +

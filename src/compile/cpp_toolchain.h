@@ -20,16 +20,6 @@ struct SharedObject {
   SharedObject& operator=(const SharedObject&) = delete;
 };
 
-// glibc's libmvec (vector expf, tanhf, ... that `#pragma omp declare simd`
-// lets the loops call) exists on x86-64 only among kiln's targets: Debian
-// 12's arm64 glibc has none, so there the loops call the scalar libm
-// functions (slower, same results as before vectorisation).
-#if defined(__x86_64__)
-inline constexpr bool kHasLibmvec = true;
-#else
-inline constexpr bool kHasLibmvec = false;
-#endif
-
 // The shared object built from `source`, from the disk cache or compiled
 // now; null (and *warning set) when the compiler fails or it cannot load.
 std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::string* warning);

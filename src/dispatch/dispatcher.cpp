@@ -63,6 +63,7 @@ struct Registry {
   struct Early {
     std::array<KernelFn, kNumDeviceTypes> kernels{};
     const autograd::BackwardDef* backward = nullptr;
+    const char* pointwise = nullptr;
   };
   std::map<std::string, Early, std::less<>> early;
 };
@@ -114,6 +115,7 @@ const OpDef& register_op(OpDef def) {
     for (int d = 0; d < kNumDeviceTypes; ++d)
       if (early->second.kernels[d]) def.kernels[d] = early->second.kernels[d];
     if (early->second.backward) def.backward = early->second.backward;
+    if (early->second.pointwise) def.pointwise = early->second.pointwise;
     r.early.erase(early);
   }
   it->second = std::make_unique<OpDef>(std::move(def));
@@ -136,6 +138,13 @@ void set_backward(std::string_view name, const autograd::BackwardDef* def) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.ops.find(name);
   (it != r.ops.end() ? it->second->backward : r.early[std::string(name)].backward) = def;
+}
+
+void set_pointwise(std::string_view name, const char* functor) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  (it != r.ops.end() ? it->second->pointwise : r.early[std::string(name)].pointwise) = functor;
 }
 
 std::vector<std::string> registrations_without_op() {

@@ -1,12 +1,13 @@
 // Elementwise kernels: float32 (and float16/bfloat16 converted through
-// float32 buffers) go to the SIMD kernels; float64 and integers use the
-// scalar functors in strided loops.
+// float32 buffers) go to the SIMD kernels, float64 to the functors' float64
+// forms (both pointwise_math.h), integers to integer_functors.h; strided
+// loops for all but contiguous float32.
 #include <limits>
 
 #include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/scalar_functors.h"
+#include "kernels/cpu/integer_functors.h"
 #include "kernels/cpu/simd.h"
 
 namespace kiln::cpu {
@@ -57,9 +58,15 @@ void unary_kernel(const OpCall& c) {
       });
     } else if constexpr (std::is_same_v<T, bool>) {
       fail("unary", "bool tensors are not supported by this op");
+    } else if constexpr (std::is_same_v<T, double>) {
+      using F = typename UnaryFunctor<OP>::type;
+      map_elementwise<T, T>(out, {&x}, [=](T v) {
+        if constexpr (OP == UnaryOp::Clamp) return F::f(v, lo, hi);
+        else return F::f(v);
+      });
     } else {
       const T tlo = clamp_bound<T>(lo), thi = clamp_bound<T>(hi);
-      map_elementwise<T, T>(out, {&x}, [=](T v) { return unary_scalar<OP, T>(v, tlo, thi); });
+      map_elementwise<T, T>(out, {&x}, [=](T v) { return unary_integer<OP, T>(v, tlo, thi); });
     }
   });
 }
@@ -95,9 +102,15 @@ void binary_kernel(const OpCall& c) {
       });
     } else if constexpr (std::is_same_v<T, bool>) {
       fail("binary", "bool tensors are not supported by this op");
+    } else if constexpr (std::is_same_v<T, double>) {
+      using F = typename BinaryFunctor<OP>::type;
+      map_elementwise<T, T, T>(out, {&a, &b}, [=](T x, T y) {
+        if constexpr (requires { F::f(x, y, alpha); }) return F::f(x, y, alpha);
+        else return F::f(x, y);
+      });
     } else {
       const T talpha = static_cast<T>(alpha);
-      map_elementwise<T, T, T>(out, {&a, &b}, [=](T x, T y) { return binary_scalar<OP, T>(x, y, talpha); });
+      map_elementwise<T, T, T>(out, {&a, &b}, [=](T x, T y) { return binary_integer<OP, T>(x, y, talpha); });
     }
   });
 }
@@ -131,22 +144,12 @@ void where_kernel(const OpCall& c) {
 }
 
 // Explicit instantiations: the op table takes their addresses.
-#define KILN_UNARY(name) template void unary_kernel<UnaryOp::name>(const OpCall&);
-KILN_UNARY(Neg) KILN_UNARY(Abs) KILN_UNARY(Sign) KILN_UNARY(Exp) KILN_UNARY(Expm1) KILN_UNARY(Log)
-KILN_UNARY(Log1p) KILN_UNARY(Sqrt) KILN_UNARY(Rsqrt) KILN_UNARY(Reciprocal) KILN_UNARY(Sin) KILN_UNARY(Cos)
-KILN_UNARY(Tanh) KILN_UNARY(Sigmoid) KILN_UNARY(Relu) KILN_UNARY(GeluErf) KILN_UNARY(GeluTanh) KILN_UNARY(Silu)
-KILN_UNARY(Erf) KILN_UNARY(Floor) KILN_UNARY(Ceil) KILN_UNARY(Round) KILN_UNARY(Square) KILN_UNARY(Clamp)
+#define KILN_UNARY(functor, name) template void unary_kernel<UnaryOp::functor>(const OpCall&);
+KILN_POINTWISE_UNARY(KILN_UNARY)
 #undef KILN_UNARY
-template void binary_kernel<BinaryOp::Add>(const OpCall&);
-template void binary_kernel<BinaryOp::Sub>(const OpCall&);
-template void binary_kernel<BinaryOp::Mul>(const OpCall&);
-template void binary_kernel<BinaryOp::Div>(const OpCall&);
-template void binary_kernel<BinaryOp::Pow>(const OpCall&);
-template void binary_kernel<BinaryOp::Maximum>(const OpCall&);
-template void binary_kernel<BinaryOp::Minimum>(const OpCall&);
-template void binary_kernel<BinaryOp::Fmod>(const OpCall&);
-template void binary_kernel<BinaryOp::GeluBackward>(const OpCall&);
-template void binary_kernel<BinaryOp::GeluTanhBackward>(const OpCall&);
+#define KILN_BINARY(functor, name) template void binary_kernel<BinaryOp::functor>(const OpCall&);
+KILN_POINTWISE_BINARY(KILN_BINARY)
+#undef KILN_BINARY
 template void compare_kernel<CompareOp::Eq>(const OpCall&);
 template void compare_kernel<CompareOp::Ne>(const OpCall&);
 template void compare_kernel<CompareOp::Lt>(const OpCall&);

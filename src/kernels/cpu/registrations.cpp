@@ -10,41 +10,7 @@ namespace {
 
 const bool registered = [] {
   const std::pair<const char*, KernelFn> table[] = {
-    {"neg", unary_kernel<UnaryOp::Neg>},
-    {"abs", unary_kernel<UnaryOp::Abs>},
-    {"sign", unary_kernel<UnaryOp::Sign>},
-    {"exp", unary_kernel<UnaryOp::Exp>},
-    {"expm1", unary_kernel<UnaryOp::Expm1>},
-    {"log", unary_kernel<UnaryOp::Log>},
-    {"log1p", unary_kernel<UnaryOp::Log1p>},
-    {"sqrt", unary_kernel<UnaryOp::Sqrt>},
-    {"rsqrt", unary_kernel<UnaryOp::Rsqrt>},
-    {"reciprocal", unary_kernel<UnaryOp::Reciprocal>},
-    {"sin", unary_kernel<UnaryOp::Sin>},
-    {"cos", unary_kernel<UnaryOp::Cos>},
-    {"tanh", unary_kernel<UnaryOp::Tanh>},
-    {"sigmoid", unary_kernel<UnaryOp::Sigmoid>},
-    {"relu", unary_kernel<UnaryOp::Relu>},
-    {"gelu", unary_kernel<UnaryOp::GeluErf>},
-    {"gelu_tanh", unary_kernel<UnaryOp::GeluTanh>},
-    {"silu", unary_kernel<UnaryOp::Silu>},
-    {"erf", unary_kernel<UnaryOp::Erf>},
-    {"floor", unary_kernel<UnaryOp::Floor>},
-    {"ceil", unary_kernel<UnaryOp::Ceil>},
-    {"round", unary_kernel<UnaryOp::Round>},
-    {"square", unary_kernel<UnaryOp::Square>},
-    {"clamp", unary_kernel<UnaryOp::Clamp>},
     {"logical_not", logical_not_kernel},
-    {"add", binary_kernel<BinaryOp::Add>},
-    {"sub", binary_kernel<BinaryOp::Sub>},
-    {"mul", binary_kernel<BinaryOp::Mul>},
-    {"div", binary_kernel<BinaryOp::Div>},
-    {"pow", binary_kernel<BinaryOp::Pow>},
-    {"maximum", binary_kernel<BinaryOp::Maximum>},
-    {"minimum", binary_kernel<BinaryOp::Minimum>},
-    {"fmod", binary_kernel<BinaryOp::Fmod>},
-    {"gelu_backward", binary_kernel<BinaryOp::GeluBackward>},
-    {"gelu_tanh_backward", binary_kernel<BinaryOp::GeluTanhBackward>},
     {"eq", compare_kernel<CompareOp::Eq>},
     {"ne", compare_kernel<CompareOp::Ne>},
     {"lt", compare_kernel<CompareOp::Lt>},
@@ -85,6 +51,18 @@ const bool registered = [] {
     {"cumsum", cumsum_kernel},
   };
   for (const auto& [op, kernel] : table) register_kernel(op, kCPU, kernel);
+  // The elementwise ops of pointwise_math.h's lists: their kernel, and their
+  // functor for the compilers that fuse loops.
+#define KILN_REGISTER_UNARY(functor, name)                         \
+  register_kernel(name, kCPU, unary_kernel<UnaryOp::functor>); \
+  set_pointwise(name, "kiln::pointwise::" #functor);
+#define KILN_REGISTER_BINARY(functor, name)                         \
+  register_kernel(name, kCPU, binary_kernel<BinaryOp::functor>); \
+  set_pointwise(name, "kiln::pointwise::" #functor);
+  KILN_POINTWISE_UNARY(KILN_REGISTER_UNARY)
+  KILN_POINTWISE_BINARY(KILN_REGISTER_BINARY)
+#undef KILN_REGISTER_UNARY
+#undef KILN_REGISTER_BINARY
   return true;
 }();
 

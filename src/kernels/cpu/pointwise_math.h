@@ -1,0 +1,481 @@
+// The one definition of each elementwise op's math (Note [One definition of
+// the math]). Every op is a functor with its float32 form, which the eager
+// kernels (elementwise_simd.cpp, vectorised once per Highway target) and the
+// loops kiln::compile generates (this file's text is their prelude) both
+// call, and its float64 form (libm: the reference).
+//
+// Note [One definition of the math]
+// The float32 forms are plain branch-free C++: IEEE +, -, *, /, sqrt, fused
+// multiply-adds written out (mad: one rounding, so the same result with or
+// without an FMA unit; a target without one calls libm's fmaf), selects and
+// bit operations; no other library call, and no contraction the compiler
+// chooses (both sides are built with -ffp-contract=off). Lanes are
+// independent, so whatever vector width a compiler picks, every element is
+// computed by the same sequence of correctly rounded operations: eager and
+// compiled results are bit-identical by construction, on every CPU. The functions are right on the whole float
+// line (Note [Float32 at the edges], tests/kernels/special_values_test.cpp):
+// +-0 keep their sign where the function does, infinities and NaN give the
+// IEEE answer, tiny results round once into the subnormals.
+//
+// This file includes nothing and uses only compiler builtins, so that it can
+// be embedded as text (pointwise_math_text.cpp, made by CMake) into the
+// generated sources, which are compiled with no include path.
+//
+// Adding an elementwise op: its functor here and a line in the list at the
+// end; the kernel, its registration and fusion by kiln::compile follow.
+#ifndef KILN_POINTWISE_MATH_H_
+#define KILN_POINTWISE_MATH_H_
+
+// Inlined into every caller, so each Highway target's loop (and each
+// generated loop) vectorises the function with its own instructions.
+#define KILN_PW_INLINE [[gnu::always_inline]] inline
+
+namespace kiln::pointwise {
+
+using u32 = __UINT32_TYPE__;
+using i32 = __INT32_TYPE__;
+
+KILN_PW_INLINE float from_bits(u32 b) { return __builtin_bit_cast(float, b); }
+KILN_PW_INLINE u32 to_bits(float f) { return __builtin_bit_cast(u32, f); }
+KILN_PW_INLINE float inf_f() { return __builtin_inff(); }
+KILN_PW_INLINE float mad(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+KILN_PW_INLINE double mad(double a, double b, double c) { return __builtin_fma(a, b, c); }
+KILN_PW_INLINE float nan_f() { return __builtin_nanf(""); }
+
+// 2^k for k in [-126, 127], built as the float's exponent field.
+KILN_PW_INLINE float pow2i(i32 k) { return from_bits(static_cast<u32>(k + 127) << 23); }
+
+// round(z) for |z| < 2^22 as a float and as an integer: adding 1.5 * 2^23
+// leaves the integer in the low mantissa bits (round half to even).
+KILN_PW_INLINE float round_shift(float z, i32& k) {
+  const float t = z + 12582912.0f;
+  k = static_cast<i32>(to_bits(t) - 0x4B400000u);
+  return t - 12582912.0f;
+}
+
+// e^r - 1 for |r| <= ln(2) / 2 + a little, as r + r^2 p(r): Taylor to degree
+// 8 (truncation below 3e-10 relative).
+KILN_PW_INLINE float expm1_core(float r) {
+  float p = 2.48015873e-05f;  // 1/8!
+  p = mad(p, r, 1.98412698e-04f);
+  p = mad(p, r, 1.38888889e-03f);
+  p = mad(p, r, 8.33333333e-03f);
+  p = mad(p, r, 4.16666667e-02f);
+  p = mad(p, r, 1.66666667e-01f);
+  p = mad(p, r, 0.5f);
+  return mad(r * r, p, r);
+}
+
+// x = k ln2 + r with |r| <= ln(2) / 2: ln2 in two parts, the first with 15
+// significant bits so k * kLn2Hi is exact for |k| < 512 (Cody and Waite).
+KILN_PW_INLINE float reduce_ln2(float x, i32& k) {
+  const float kf = round_shift(x * 1.44269504f, k);
+  return mad(-kf, 1.42860677e-06f, mad(-kf, 0.693145751953125f, x));
+}
+
+// e^x within 1 ulp. x is clamped to [-104, 89] (e^-104 rounds to 0 and
+// e^89 overflows); the result is p 2^k1 2^k2 with k1 + k2 = k, both powers
+// normal and the first product exact, so a subnormal result is rounded once.
+KILN_PW_INLINE float exp_f(float x) {
+  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  i32 k;
+  const float r = reduce_ln2(xc, k);
+  const float p = 1.0f + expm1_core(r);
+  const i32 k1 = k >> 1;
+  const float e = (p * pow2i(k1)) * pow2i(k - k1);
+  return x != x ? x : e;
+}
+
+// e^x - 1: 2^k (q + 1) - 1 = 2^k q + (2^k - 1) with q = e^r - 1, both terms
+// exact up to the last addition; k = 0 gives q itself (tiny x exact), and
+// -0 stays -0. Below -30 the result rounds to -1; from k = 100 the split
+// scaling of exp_f (overflow to inf).
+KILN_PW_INLINE float expm1_f(float x) {
+  const float xc = x < -30.0f ? -30.0f : (x > 89.0f ? 89.0f : x);
+  i32 k;
+  const float r = reduce_ln2(xc, k);
+  const float q = expm1_core(r);
+  const float two = pow2i(k > 100 ? 0 : k);
+  const float moderate = two * q + (two - 1.0f);
+  const i32 k1 = k >> 1;
+  const float big = ((q + 1.0f) * pow2i(k1)) * pow2i(k - k1);
+  const float e = k > 100 ? big : moderate;
+  return x != x || x == 0.0f ? x : e;
+}
+
+// log(x) = k ln2 + log(m), m in [sqrt(1/2), sqrt 2) and f = m - 1: with
+// s = f / (2 + f), log(1 + f) = f - hfsq + s (hfsq + R(s^2)), hfsq = f^2 / 2,
+// R the series of 2 atanh(s) - 2s - s^3 .. past its first terms (Taylor to
+// s^9; truncation below 1e-9 relative). Subnormal x is scaled by 2^23 first.
+KILN_PW_INLINE float log_f(float x) {
+  const bool sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x;
+  // Shifting by 1 - sqrt(1/2)'s bits puts m's split at sqrt(1/2).
+  const u32 ix = to_bits(xs) + (0x3f800000u - 0x3f3504f3u);
+  const i32 k = static_cast<i32>(ix >> 23) - 127 - (sub ? 23 : 0);
+  const float m = from_bits((ix & 0x007fffffu) + 0x3f3504f3u);
+  const float f = m - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  const float R = z * mad(z, mad(z, mad(z, 0.222222222f, 0.285714286f), 0.4f), 0.666666667f);
+  const float hfsq = 0.5f * f * f;
+  const float dk = static_cast<float>(k);
+  const float r = mad(dk, 0.693145751953125f, (f - hfsq) + mad(s, hfsq + R, dk * 1.42860677e-06f));
+  const float special = x == 0.0f ? -inf_f() : (x < 0.0f ? nan_f() : x);  // inf and NaN are themselves
+  return x == 0.0f || x < 0.0f || x == inf_f() || x != x ? special : r;
+}
+
+// log(1 + x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second
+// term is the rounding error of u, to first order. u = 1 is x itself (tiny
+// x, -0 kept).
+KILN_PW_INLINE float log1p_f(float x) {
+  const float u = 1.0f + x;
+  const float corrected = log_f(u) + (x - (u - 1.0f)) / u;
+  const bool plain = u <= 0.0f || x == inf_f() || x != x;  // -1 -> -inf, below -> NaN
+  return u == 1.0f ? x : (plain ? log_f(u) : corrected);
+}
+
+// +-sin(r) or +-cos(r) for x = (n + r / (pi/2)), |r| <= pi/4 + a little,
+// q = n mod 4 (0 .. 3): their Taylor series in double (truncation below
+// 3e-9 relative), rounded to float once.
+KILN_PW_INLINE float sin_of_quadrant(double r, double q) {
+  const double z = r * r;
+  const double sin_r = mad(r * z, mad(z, mad(z, mad(z, 1.0 / 362880, -1.0 / 5040), 1.0 / 120), -1.0 / 6), r);
+  const double cos_r =
+      mad(z, mad(z, mad(z, mad(z, mad(z, -1.0 / 3628800, 1.0 / 40320), -1.0 / 720), 1.0 / 24), -0.5), 1.0);
+  const double v = q == 1.0 || q == 3.0 ? cos_r : sin_r;
+  return static_cast<float>(q >= 2.0 ? -v : v);
+}
+
+// Below this |x| the argument is reduced by pi/2 in two double parts (Cody
+// and Waite, each step one rounding relative to the result); above, exactly.
+inline constexpr float kSinCosFastMax = 268435456.0f;  // 2^28
+
+// sin(x + shift pi/2) for |x| <= kSinCosFastMax: x = n pi/2 + r.
+KILN_PW_INLINE float sin_quadrant_fast(float x, double shift) {
+  const double xd = x;
+  const double n = __builtin_rint(xd * 0.6366197723675814);
+  const double r = mad(-n, 6.123233995736766e-17, mad(-n, 1.5707963267948966, xd));
+  const double m = n + shift;
+  const double q = m - 4.0 * __builtin_floor(m * 0.25);
+  return sin_of_quadrant(r, q);
+}
+
+// 2/pi in 24-bit pieces: kTwoOverPi[i] = the bits 24i+1 .. 24i+24 of 2/pi.
+// x = M 2^E (M a 24-bit integer) times each piece is exact in double.
+inline constexpr double kTwoOverPi[8] = {0xa2f983p-24, 0x6e4e44p-48, 0x1529fcp-72,  0x2757d1p-96,
+                                         0xf534ddp-120, 0xc0db62p-144, 0x95993cp-168, 0x439041p-192};
+
+// sin(x + shift pi/2) for every float x, the argument reduced exactly (Payne
+// and Hanek): x 2/pi mod 4 is the sum of the products x * kTwoOverPi[i]
+// mod 4, each exact, summed with their rounding errors kept aside (Knuth's
+// two-sum); pieces past the 8th are below 2^-58 for every float.
+KILN_PW_INLINE float sin_quadrant_exact(float x, double shift) {
+  const double xd = x;
+  double s = shift, err = 0.0;
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    double p = xd * kTwoOverPi[i];
+    p = mad(-4.0, __builtin_rint(p * 0.25), p);
+    const double t = s + p, b = t - s;
+    err += (s - (t - b)) + (p - b);
+    s = mad(-4.0, __builtin_rint(t * 0.25), t);
+  }
+  const double n = __builtin_rint(s);
+  const double r = ((s - n) + err) * 1.5707963267948966;
+  return sin_of_quadrant(r, n < 0.0 ? n + 4.0 : n);
+}
+
+// sin(x) (shift 0) or cos(x) = sin(x + pi/2) (shift 1). The eager kernel
+// runs a block whose |x| are all <= kSinCosFastMax through the fast form
+// alone (the same result: this select is the definition).
+KILN_PW_INLINE float sin_quadrant_f(float x, double shift) {
+  return __builtin_fabsf(x) <= kSinCosFastMax ? sin_quadrant_fast(x, shift) : sin_quadrant_exact(x, shift);
+}
+
+KILN_PW_INLINE float sin_f(float x) { return x == 0.0f ? x : sin_quadrant_f(x, 0.0); }  // -0 kept
+KILN_PW_INLINE float cos_f(float x) { return sin_quadrant_f(x, 1.0); }
+
+// tanh(|x|) = -e / (2 + e) with e = e^(-2|x|) - 1: no overflow, no
+// cancellation near 0; the sign copied back (-0 kept).
+KILN_PW_INLINE float tanh_f(float x) {
+  const float a = __builtin_fabsf(x);
+  const float e = expm1_f(-2.0f * a);
+  const float t = -e / (2.0f + e);
+  return x != x ? x : __builtin_copysignf(t, x);
+}
+
+// factor * sigmoid(x): 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below,
+// so neither side overflows or cancels. e^-|x| is rounded once, into the
+// subnormals where it is tiny (sigmoid(-95) is 5.5e-42, not 0).
+KILN_PW_INLINE float sigmoid_times_f(float x, float factor) {
+  const float e = exp_f(-__builtin_fabsf(x));
+  const float inv = 1.0f / (1.0f + e);
+  const float r = x < 0.0f ? (e * inv) * factor : inv * factor;
+  return x != x ? x : r;
+}
+
+// erf near zero (|x| < 0.5), where 1 - erfc would cancel: its Taylor series.
+KILN_PW_INLINE float erf_series_f(float x) {
+  const float x2 = x * x;
+  float p = -1.0f / 1320.0f;
+  p = mad(p, x2, 1.0f / 216.0f);
+  p = mad(p, x2, -1.0f / 42.0f);
+  p = mad(p, x2, 1.0f / 10.0f);
+  p = mad(p, x2, -1.0f / 3.0f);
+  p = mad(p, x2, 1.0f);
+  return (p * x) * 1.1283791670955126f;
+}
+
+// erfc(a) for a >= 0 (Numerical Recipes' Chebyshev fit, fractional error
+// under 1.2e-7): t exp(p(t) - a^2). Rounding p - a^2 to float would cost up
+// to 2^-18 relative at a = 9, so the exponent is carried as s + r: a^2 as
+// hi + lo (lo by one fused multiply-add), p - hi as s + its rounding error (two-sum);
+// then exp(s + r) = exp(s)(1 + r), |r| < 1e-5. Past a = 10.5 the result is
+// below the smallest subnormal.
+KILN_PW_INLINE float erfc_nonnegative_f(float a_in) {
+  const float a = a_in < 10.5f ? a_in : 10.5f;
+  const float t = 1.0f / mad(0.5f, a, 1.0f);
+  float p = 0.17087277f;
+  p = mad(p, t, -0.82215223f);
+  p = mad(p, t, 1.48851587f);
+  p = mad(p, t, -1.13520398f);
+  p = mad(p, t, 0.27886807f);
+  p = mad(p, t, -0.18628806f);
+  p = mad(p, t, 0.09678418f);
+  p = mad(p, t, 0.37409196f);
+  p = mad(p, t, 1.00002368f);
+  p = mad(p, t, -1.26551223f);
+  const float sq_hi = a * a;
+  const float sq_lo = mad(a, a, -sq_hi);  // exactly a^2 - sq_hi
+  const float sum = p - sq_hi, back = sum - p;
+  const float sum_err = (p - (sum - back)) + (-sq_hi - back);
+  const float r = sum_err - sq_lo;
+  return (t * exp_f(sum)) * (r + 1.0f);
+}
+
+KILN_PW_INLINE float erf_f(float x) {
+  const float ax = __builtin_fabsf(x);
+  const float far = __builtin_copysignf(1.0f - erfc_nonnegative_f(ax), x);
+  const float r = ax < 0.5f ? erf_series_f(x) : far;
+  return x != x ? x : r;
+}
+
+// (Near 0 the fit's 1.2e-7 is within 2 ulp of erfc's 1: no series needed.)
+KILN_PW_INLINE float erfc_f(float x) {
+  const float tail = erfc_nonnegative_f(__builtin_fabsf(x));
+  const float r = x < 0.0f ? 2.0f - tail : tail;
+  return x != x ? x : r;
+}
+
+// Float64 forms of the composites, in the same shapes (the reference).
+KILN_PW_INLINE double sigmoid_times_d(double x, double factor) {
+  if (x >= 0.0) return factor / (1.0 + __builtin_exp(-x));
+  const double e = __builtin_exp(x);
+  return factor * e / (1.0 + e);
+}
+
+// gelu's tanh form 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3):
+// no cancellation for negative x, where 1 + tanh(u) loses every digit.
+inline constexpr double kGeluK = 0.7978845608028654;  // sqrt(2 / pi)
+inline constexpr double kGeluC = 0.044715;
+
+struct Neg {
+  KILN_PW_INLINE static float f(float x) { return -x; }
+  KILN_PW_INLINE static double f(double x) { return -x; }
+};
+struct Abs {
+  KILN_PW_INLINE static float f(float x) { return __builtin_fabsf(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_fabs(x); }
+};
+// (0 < x) - (x < 0), as PyTorch: NaN and -0 give +0.
+struct Sign {
+  KILN_PW_INLINE static float f(float x) { return (x > 0.0f ? 1.0f : 0.0f) - (x < 0.0f ? 1.0f : 0.0f); }
+  KILN_PW_INLINE static double f(double x) { return (x > 0.0 ? 1.0 : 0.0) - (x < 0.0 ? 1.0 : 0.0); }
+};
+struct Exp {
+  KILN_PW_INLINE static float f(float x) { return exp_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_exp(x); }
+};
+struct Expm1 {
+  KILN_PW_INLINE static float f(float x) { return expm1_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_expm1(x); }
+};
+struct Log {
+  KILN_PW_INLINE static float f(float x) { return log_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_log(x); }
+};
+struct Log1p {
+  KILN_PW_INLINE static float f(float x) { return log1p_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_log1p(x); }
+};
+struct Sqrt {
+  KILN_PW_INLINE static float f(float x) { return __builtin_sqrtf(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_sqrt(x); }
+};
+struct Rsqrt {
+  KILN_PW_INLINE static float f(float x) { return 1.0f / __builtin_sqrtf(x); }
+  KILN_PW_INLINE static double f(double x) { return 1.0 / __builtin_sqrt(x); }
+};
+struct Reciprocal {
+  KILN_PW_INLINE static float f(float x) { return 1.0f / x; }
+  KILN_PW_INLINE static double f(double x) { return 1.0 / x; }
+};
+struct Sin {
+  KILN_PW_INLINE static float f(float x) { return sin_f(x); }
+  static constexpr float kFastMax = kSinCosFastMax;
+  KILN_PW_INLINE static float f_fast(float x) { return x == 0.0f ? x : sin_quadrant_fast(x, 0.0); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_sin(x); }
+};
+struct Cos {
+  KILN_PW_INLINE static float f(float x) { return cos_f(x); }
+  static constexpr float kFastMax = kSinCosFastMax;
+  KILN_PW_INLINE static float f_fast(float x) { return sin_quadrant_fast(x, 1.0); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_cos(x); }
+};
+struct Tanh {
+  KILN_PW_INLINE static float f(float x) { return tanh_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_tanh(x); }
+};
+struct Sigmoid {
+  KILN_PW_INLINE static float f(float x) { return sigmoid_times_f(x, 1.0f); }
+  KILN_PW_INLINE static double f(double x) { return sigmoid_times_d(x, 1.0); }
+};
+// x where x > 0 or NaN, else +0 (-0 too).
+struct Relu {
+  KILN_PW_INLINE static float f(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+  KILN_PW_INLINE static double f(double x) { return x > 0.0 || x != x ? x : 0.0; }
+};
+// x Phi(x) = x erfc(-x / sqrt 2) / 2: no cancellation for negative x.
+struct GeluErf {
+  KILN_PW_INLINE static float f(float x) { return x * (0.5f * erfc_f(x * -0.707106781f)); }
+  KILN_PW_INLINE static double f(double x) { return 0.5 * x * __builtin_erfc(-x * 0.70710678118654752); }
+};
+struct GeluTanh {
+  KILN_PW_INLINE static float f(float x) {
+    const float u2 = static_cast<float>(2 * kGeluK) * mad(static_cast<float>(kGeluC) * (x * x), x, x);
+    return sigmoid_times_f(u2, x);
+  }
+  KILN_PW_INLINE static double f(double x) { return sigmoid_times_d(2 * kGeluK * (x + kGeluC * x * x * x), x); }
+};
+struct Silu {
+  KILN_PW_INLINE static float f(float x) { return sigmoid_times_f(x, x); }
+  KILN_PW_INLINE static double f(double x) { return sigmoid_times_d(x, x); }
+};
+struct Erf {
+  KILN_PW_INLINE static float f(float x) { return erf_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_erf(x); }
+};
+struct Floor {
+  KILN_PW_INLINE static float f(float x) { return __builtin_floorf(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_floor(x); }
+};
+struct Ceil {
+  KILN_PW_INLINE static float f(float x) { return __builtin_ceilf(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_ceil(x); }
+};
+struct Round {  // half to even
+  KILN_PW_INLINE static float f(float x) { return __builtin_rintf(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_rint(x); }
+};
+struct Square {
+  KILN_PW_INLINE static float f(float x) { return x * x; }
+  KILN_PW_INLINE static double f(double x) { return x * x; }
+};
+// min(max(x, lo), hi) as PyTorch (hi wins when lo > hi); NaN passes through.
+struct Clamp {
+  KILN_PW_INLINE static float f(float x, float lo, float hi) {
+    const float m = x < lo ? lo : x;
+    return x != x ? x : (m > hi ? hi : m);
+  }
+  KILN_PW_INLINE static double f(double x, double lo, double hi) {
+    const double m = x < lo ? lo : x;
+    return x != x ? x : (m > hi ? hi : m);
+  }
+};
+
+// a + alpha * b rounds the product first on every side (no FMA: it would make
+// inf + 3 * -3e38 finite).
+struct Add {
+  KILN_PW_INLINE static float f(float a, float b, float alpha) { return a + alpha * b; }
+  KILN_PW_INLINE static double f(double a, double b, double alpha) { return a + alpha * b; }
+};
+struct Sub {
+  KILN_PW_INLINE static float f(float a, float b, float alpha) { return a - alpha * b; }
+  KILN_PW_INLINE static double f(double a, double b, double alpha) { return a - alpha * b; }
+};
+struct Mul {
+  KILN_PW_INLINE static float f(float a, float b) { return a * b; }
+  KILN_PW_INLINE static double f(double a, double b) { return a * b; }
+};
+struct Div {
+  KILN_PW_INLINE static float f(float a, float b) { return a / b; }
+  KILN_PW_INLINE static double f(double a, double b) { return a / b; }
+};
+// libm's pow and fmod on both sides (no vector form; the same function, so
+// still the same results).
+struct Pow {
+  KILN_PW_INLINE static float f(float a, float b) { return __builtin_powf(a, b); }
+  KILN_PW_INLINE static double f(double a, double b) { return __builtin_pow(a, b); }
+};
+struct Fmod {
+  KILN_PW_INLINE static float f(float a, float b) { return __builtin_fmodf(a, b); }
+  KILN_PW_INLINE static double f(double a, double b) { return __builtin_fmod(a, b); }
+};
+// NaN in either input propagates, as in torch.maximum.
+struct Maximum {
+  KILN_PW_INLINE static float f(float a, float b) { return a != a || b != b ? a + b : (a > b ? a : b); }
+  KILN_PW_INLINE static double f(double a, double b) { return a != a || b != b ? a + b : (a > b ? a : b); }
+};
+struct Minimum {
+  KILN_PW_INLINE static float f(float a, float b) { return a != a || b != b ? a + b : (a < b ? a : b); }
+  KILN_PW_INLINE static double f(double a, double b) { return a != a || b != b ? a + b : (a < b ? a : b); }
+};
+// (grad, x) -> grad * gelu'(x) = grad (Phi(x) + x phi(x)).
+struct GeluBackward {
+  KILN_PW_INLINE static float f(float g, float x) {
+    const float cdf = 0.5f * erfc_f(x * -0.707106781f);
+    const float pdf = exp_f(-0.5f * (x * x)) * 0.398942280f;
+    return g * mad(x, pdf, cdf);
+  }
+  KILN_PW_INLINE static double f(double g, double x) {
+    const double cdf = 0.5 * __builtin_erfc(-x * 0.70710678118654752);
+    const double pdf = __builtin_exp(-0.5 * x * x) * 0.3989422804014327;
+    return g * (cdf + x * pdf);
+  }
+};
+// (grad, x) -> grad * d/dx [x s] with s = sigmoid(2u) (gelu's tanh form):
+// s + x 2 s (1 - s) u', 1 - s being sigmoid(-2u). 0.5 (1 + tanh(u)) would
+// lose every digit for negative x (1 + t with t near -1).
+struct GeluTanhBackward {
+  KILN_PW_INLINE static float f(float g, float x) {
+    const float k = static_cast<float>(kGeluK), x2 = x * x;
+    const float u2 = (2.0f * k) * mad(static_cast<float>(kGeluC) * x2, x, x);
+    const float e = exp_f(-__builtin_fabsf(u2));  // one exponential for both sigmoids
+    const float inv = 1.0f / (1.0f + e), small = e * inv;
+    const float s = u2 < 0.0f ? small : inv, rest = u2 < 0.0f ? inv : small;  // s and 1 - s
+    const float du2 = (2.0f * k) * mad(static_cast<float>(3 * kGeluC), x2, 1.0f);
+    return g * mad(x * (s * rest), du2, s);
+  }
+  KILN_PW_INLINE static double f(double g, double x) {
+    const double u2 = 2 * kGeluK * (x + kGeluC * x * x * x);
+    const double s = sigmoid_times_d(u2, 1.0), rest = sigmoid_times_d(-u2, 1.0);
+    return g * (s + x * s * rest * 2 * kGeluK * (1 + 3 * kGeluC * x * x));
+  }
+};
+
+}  // namespace kiln::pointwise
+
+// The elementwise ops by family: X(functor, op name). The op codes
+// (kernels/cpu/op_codes.h), the SIMD kernels, the kernel registrations and
+// kiln::compile's fusion all read these lists.
+#define KILN_POINTWISE_UNARY(X)                                                                              \
+  X(Neg, "neg") X(Abs, "abs") X(Sign, "sign") X(Exp, "exp") X(Expm1, "expm1") X(Log, "log") X(Log1p, "log1p") \
+  X(Sqrt, "sqrt") X(Rsqrt, "rsqrt") X(Reciprocal, "reciprocal") X(Sin, "sin") X(Cos, "cos") X(Tanh, "tanh")   \
+  X(Sigmoid, "sigmoid") X(Relu, "relu") X(GeluErf, "gelu") X(GeluTanh, "gelu_tanh") X(Silu, "silu")           \
+  X(Erf, "erf") X(Floor, "floor") X(Ceil, "ceil") X(Round, "round") X(Square, "square") X(Clamp, "clamp")
+#define KILN_POINTWISE_BINARY(X)                                                                              \
+  X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Pow, "pow") X(Maximum, "maximum")                 \
+  X(Minimum, "minimum") X(Fmod, "fmod") X(GeluBackward, "gelu_backward") X(GeluTanhBackward, "gelu_tanh_backward")
+
+#endif  // KILN_POINTWISE_MATH_H_
