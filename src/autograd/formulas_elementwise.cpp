@@ -76,6 +76,41 @@ const struct Register {
       const Tensor s = sigmoid(x0(c));
       return unary(c, g0(c) * s * (x0(c) * (1 - s) + 1));
     }, kSaveInputs);
+    // The activations, as PyTorch's derivatives.yaml: at a kink the
+    // gradient is the left side's (x > 0 and min < x < max strictly).
+    register_backward("leaky_relu", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      return unary(c, where(gt(x, wrapped_scalar(0.0)), g0(c), g0(c) * c.attrs.get_double("negative_slope")));
+    }, kSaveInputs);
+    register_backward("elu", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      return unary(c, where(gt(x, wrapped_scalar(0.0)), g0(c), g0(c) * exp(x) * c.attrs.get_double("alpha")));
+    }, kSaveInputs);
+    register_backward("softplus", [](const Ctx& c) {
+      const Tensor z = x0(c) * c.attrs.get_double("beta");
+      return unary(c, where(gt(z, wrapped_scalar(c.attrs.get_double("threshold"))), g0(c), g0(c) * sigmoid(z)));
+    }, kSaveInputs);
+    register_backward("hardtanh", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const Tensor inside = logical_and(gt(x, wrapped_scalar(c.attrs.get_double("min_val"))),
+                                        lt(x, wrapped_scalar(c.attrs.get_double("max_val"))));
+      return unary(c, g0(c) * inside.to(x.dtype()));
+    }, kSaveInputs);
+    register_backward("hardsigmoid", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const Tensor inside = logical_and(gt(x, wrapped_scalar(-3.0)), lt(x, wrapped_scalar(3.0)));
+      return unary(c, g0(c) * inside.to(x.dtype()) / 6.0);
+    }, kSaveInputs);
+    register_backward("hardswish", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const Tensor middle = where(le(x, wrapped_scalar(3.0)), g0(c) * (x / 3.0 + 0.5), g0(c));
+      return unary(c, where(lt(x, wrapped_scalar(-3.0)), zeros_like(g0(c)), middle));
+    }, kSaveInputs);
+    register_backward("mish", [](const Ctx& c) {
+      const Tensor& x = x0(c);
+      const Tensor t = tanh(softplus(x));
+      return unary(c, g0(c) * (t + x * (1 - t * t) * sigmoid(x)));
+    }, kSaveInputs);
     register_backward("erf", [](const Ctx& c) {
       return unary(c, g0(c) * exp(-(x0(c) * x0(c))) * (2 / std::sqrt(M_PI)));
     }, kSaveInputs);

@@ -43,6 +43,18 @@ const OpDef& kRound = register_op(unary_def("round"));
 const OpDef& kSquare = register_op(unary_def("square"));
 const OpDef& kClamp = register_op(OpDef{"clamp", "clamp(Tensor self, float min, float max) -> Tensor",
                                         OpKind::Compute, ops::same_as_first});
+// The activations with attributes, in torch.nn.functional's names and order.
+const OpDef& kLeakyRelu = register_op(OpDef{"leaky_relu", "leaky_relu(Tensor self, float negative_slope) -> Tensor",
+                                            OpKind::Compute, ops::same_as_first});
+const OpDef& kElu = register_op(OpDef{"elu", "elu(Tensor self, float alpha) -> Tensor", OpKind::Compute,
+                                      ops::same_as_first});
+const OpDef& kSoftplus = register_op(OpDef{"softplus", "softplus(Tensor self, float beta, float threshold) -> Tensor",
+                                           OpKind::Compute, ops::same_as_first});
+const OpDef& kHardtanh = register_op(OpDef{"hardtanh", "hardtanh(Tensor self, float min_val, float max_val) -> Tensor",
+                                           OpKind::Compute, ops::same_as_first});
+const OpDef& kHardsigmoid = register_op(unary_def("hardsigmoid"));
+const OpDef& kHardswish = register_op(unary_def("hardswish"));
+const OpDef& kMish = register_op(unary_def("mish"));
 const OpDef& kLogicalNot = register_op(OpDef{"logical_not", "logical_not(Tensor self) -> Tensor", OpKind::Compute,
                                              ops::broadcast_to_bool});
 
@@ -79,9 +91,8 @@ const OpDef& kWhere = register_op(OpDef{"where", "where(Tensor condition, Tensor
                                         OpKind::Compute, where_shape});
 
 // Ops that always compute in floating point (exp of an int tensor is float32).
-Tensor unary_float(const OpDef& op, const Tensor& x) {
-  return call(op, {is_floating(x.dtype()) ? x : x.to(default_dtype())});
-}
+Tensor float_input(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(default_dtype()); }
+Tensor unary_float(const OpDef& op, const Tensor& x) { return call(op, {float_input(x)}); }
 // Ops that keep integer dtypes; bool has no arithmetic negation or magnitude.
 Tensor unary_numeric(const OpDef& op, const Tensor& x) {
   check(x.dtype() != kBool, op.name.c_str(), "is not supported for bool tensors (got dtype bool)");
@@ -212,6 +223,21 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
   return binary(approximate == "tanh" ? kGeluTanhBackward : kGeluBackward, grad, x);
 }
 Tensor silu(const Tensor& x) { return unary_float(kSilu, x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return call(kLeakyRelu, {float_input(x)}, {{"negative_slope", negative_slope}});
+}
+Tensor elu(const Tensor& x, double alpha) { return call(kElu, {float_input(x)}, {{"alpha", alpha}}); }
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  check(beta != 0, "softplus", "beta must not be 0");
+  return call(kSoftplus, {float_input(x)}, {{"beta", beta}, {"threshold", threshold}});
+}
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  check(min_val <= max_val, "hardtanh", "min_val (", min_val, ") must not be greater than max_val (", max_val, ")");
+  return call(kHardtanh, {float_input(x)}, {{"min_val", min_val}, {"max_val", max_val}});
+}
+Tensor hardsigmoid(const Tensor& x) { return unary_float(kHardsigmoid, x); }
+Tensor hardswish(const Tensor& x) { return unary_float(kHardswish, x); }
+Tensor mish(const Tensor& x) { return unary_float(kMish, x); }
 Tensor erf(const Tensor& x) { return unary_float(kErf, x); }
 Tensor floor(const Tensor& x) { return unary_numeric(kFloor, x); }
 Tensor ceil(const Tensor& x) { return unary_numeric(kCeil, x); }

@@ -32,6 +32,13 @@ void elementwise() {
   def<&sigmoid>("sigmoid(Tensor self) -> Tensor");
   def<&relu>("relu(Tensor self) -> Tensor");
   def<&silu>("silu(Tensor self) -> Tensor");
+  def<&leaky_relu>("leaky_relu(Tensor self, float negative_slope=0.01) -> Tensor");
+  def<&elu>("elu(Tensor self, float alpha=1) -> Tensor");
+  def<&softplus>("softplus(Tensor self, float beta=1, float threshold=20) -> Tensor");
+  def<&hardtanh>("hardtanh(Tensor self, float min_val=-1, float max_val=1) -> Tensor");
+  def<&hardsigmoid>("hardsigmoid(Tensor self) -> Tensor");
+  def<&hardswish>("hardswish(Tensor self) -> Tensor");
+  def<&mish>("mish(Tensor self) -> Tensor");
   def<&erf>("erf(Tensor self) -> Tensor");
   def<&floor>("floor(Tensor self) -> Tensor");
   def<&ceil>("ceil(Tensor self) -> Tensor");

@@ -36,6 +36,13 @@ TEST(Gradcheck, UnaryOps) {
       {"gelu_tanh", [](auto& v) { return gelu(v[0], "tanh"); }}, {"silu", [](auto& v) { return silu(v[0]); }},
       {"erf", [](auto& v) { return erf(v[0]); }},          {"square", [](auto& v) { return square(v[0]); }},
       {"clamp", [](auto& v) { return clamp(v[0], -0.5, 0.5); }},
+      {"leaky_relu", [](auto& v) { return leaky_relu(v[0], 0.2); }},
+      {"elu", [](auto& v) { return elu(v[0], 0.7); }},
+      {"softplus", [](auto& v) { return softplus(v[0], 2.0, 1.5); }},  // both sides of the threshold
+      {"hardtanh", [](auto& v) { return hardtanh(v[0], -0.5, 0.6); }},
+      {"hardsigmoid", [](auto& v) { return hardsigmoid(v[0] * 4); }},  // some past +-3
+      {"hardswish", [](auto& v) { return hardswish(v[0] * 4); }},
+      {"mish", [](auto& v) { return mish(v[0] * 3); }},
       {"floor", [](auto& v) { return floor(v[0]) * v[0]; }},
   };
   for (const auto& [name, fn] : ops) expect_gradcheck(name, fn, {leaf({3, 4})});

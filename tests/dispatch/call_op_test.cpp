@@ -65,7 +65,8 @@ std::vector<Case> cases() {
       {"log", &log},     {"log1p", &log1p},   {"sqrt", &sqrt},         {"rsqrt", &rsqrt}, {"reciprocal", &reciprocal},
       {"sin", &sin},     {"cos", &cos},       {"tanh", &tanh},         {"sigmoid", &sigmoid}, {"relu", &relu},
       {"silu", &silu},   {"erf", &erf},       {"floor", &floor},       {"ceil", &ceil},   {"round", &round},
-      {"square", &square}, {"logical_not", &logical_not}};
+      {"square", &square}, {"logical_not", &logical_not}, {"hardsigmoid", &hardsigmoid},
+      {"hardswish", &hardswish}, {"mish", &mish}};
   for (const auto& [name, f] : unary) {
     c.push_back({name, {x}, {}, [=] { return one(f(x)); }});
     c.push_back({name, {xt}, {}, [=] { return one(f(xt)); }});
@@ -73,6 +74,11 @@ std::vector<Case> cases() {
   c.push_back({"gelu", {x}, {{"approximate", std::string("tanh")}}, [=] { return one(gelu(x, "tanh")); }});
   c.push_back({"gelu_backward", {m34, x}, {}, [=] { return one(gelu_backward(m34, x)); }});
   c.push_back({"clamp", {x, IValue(), 0.5}, {}, [=] { return one(clamp(x, std::nullopt, 0.5)); }});
+  c.push_back({"leaky_relu", {x, 0.2}, {}, [=] { return one(leaky_relu(x, 0.2)); }});
+  c.push_back({"leaky_relu", {xt}, {}, [=] { return one(leaky_relu(xt)); }});
+  c.push_back({"elu", {x}, {{"alpha", 0.5}}, [=] { return one(elu(x, 0.5)); }});
+  c.push_back({"softplus", {x, 2.0}, {{"threshold", 3.0}}, [=] { return one(softplus(x, 2.0, 3.0)); }});
+  c.push_back({"hardtanh", {xt, -0.5}, {}, [=] { return one(hardtanh(xt, -0.5)); }});
 
   using Binary = Tensor (*)(const Tensor&, const Tensor&);
   const std::vector<std::pair<const char*, Binary>> binary = {

@@ -27,8 +27,9 @@ void run_every_op() {
   Tensor x = randn({4, 6}), y = rand({4, 6}), i = randint(0, 4, {4, 6});
   Tensor idx = randint(0, 4, {3});
   for (auto f : {neg, abs, sign, exp, expm1, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, relu, silu, erf, floor,
-                 ceil, round, square, logical_not, log, log1p})
+                 ceil, round, square, logical_not, log, log1p, hardsigmoid, hardswish, mish})
     f(y + 1);
+  leaky_relu(x), elu(x), softplus(x), hardtanh(x);
   gelu(x), gelu(x, "tanh"), clamp(x, 0, 1), gelu_backward(x, y), gelu_backward(x, y, "tanh");
   add(x, y), sub(x, y), mul(x, y), div(x, y), pow(y, x), maximum(x, y), minimum(x, y), fmod(x, y);
   eq(x, y), ne(x, y), lt(x, y), le(x, y), gt(x, y), ge(x, y), logical_and(x, y), logical_or(x, y), logical_xor(x, y);

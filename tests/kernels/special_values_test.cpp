@@ -59,6 +59,16 @@ std::vector<EdgeCase> edge_cases() {
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, 8, -12, 12, true},
       {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, 4, -80, 80},
       {"pow2.5", [](const Tensor& x) { return pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 1, 0, 1e6},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }, [](double x) { return x > 0 ? x : x * 0.1; },
+       1, -1e6, 1e6},
+      {"elu", [](const Tensor& x) { return elu(x, 1.5); }, [](double x) { return x > 0 ? x : 1.5 * std::expm1(x); }, 4,
+       -20, 20},
+      {"softplus", [](const Tensor& x) { return softplus(x); },
+       [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); }, 4, -100, 30},
+      {"hardswish", [](const Tensor& x) { return hardswish(x); },
+       [](double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }, 2, -5, 5},
+      {"mish", [](const Tensor& x) { return mish(x); },
+       [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, 8, -30, 30},
   };
 }
 

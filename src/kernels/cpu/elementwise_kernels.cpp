@@ -47,8 +47,12 @@ template <UnaryOp OP>
 void unary_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& out = c.outputs[0];
-  const double lo = attr_or(c.attrs, "min", -std::numeric_limits<double>::infinity());
-  const double hi = attr_or(c.attrs, "max", std::numeric_limits<double>::infinity());
+  using F = typename UnaryFunctor<OP>::type;
+  // The functor's float attributes (clamp's min and max, leaky_relu's slope).
+  double p[2] = {0.0, 0.0};
+  if constexpr (requires { F::kAttrs; })
+    for (size_t i = 0; i < std::size(F::kAttrs); ++i) p[i] = c.attrs.get_double(F::kAttrs[i]);
+  const double lo = p[0], hi = p[1];
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || is_16bit_float<T>) {
@@ -59,9 +63,9 @@ void unary_kernel(const OpCall& c) {
     } else if constexpr (std::is_same_v<T, bool>) {
       fail("unary", "bool tensors are not supported by this op");
     } else if constexpr (std::is_same_v<T, double>) {
-      using F = typename UnaryFunctor<OP>::type;
       map_elementwise<T, T>(out, {&x}, [=](T v) {
-        if constexpr (OP == UnaryOp::Clamp) return F::f(v, lo, hi);
+        if constexpr (requires { F::f(v, lo, hi); }) return F::f(v, lo, hi);
+        else if constexpr (requires { F::f(v, lo); }) return F::f(v, lo);
         else return F::f(v);
       });
     } else {

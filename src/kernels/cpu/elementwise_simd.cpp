@@ -29,6 +29,9 @@ HWY_INLINE void UnaryBlock(const float* in, float* out, size_t n, float lo, floa
   if constexpr (requires { F::f(0.0f, 0.0f, 0.0f); }) {
 #pragma omp simd
     for (size_t i = 0; i < n; ++i) out[i] = F::f(in[i], lo, hi);
+  } else if constexpr (requires { F::f(0.0f, 0.0f); }) {
+#pragma omp simd
+    for (size_t i = 0; i < n; ++i) out[i] = F::f(in[i], lo);
   } else if constexpr (HasFastRange<F>) {
     uint32_t widest = 0;  // the largest |x|'s bits (NaN's are larger than any number's)
 #pragma omp simd reduction(max : widest)

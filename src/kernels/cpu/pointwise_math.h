@@ -384,6 +384,7 @@ struct Square {
 };
 // min(max(x, lo), hi) as PyTorch (hi wins when lo > hi); NaN passes through.
 struct Clamp {
+  static constexpr const char* kAttrs[] = {"min", "max"};
   KILN_PW_INLINE static float f(float x, float lo, float hi) {
     const float m = x < lo ? lo : x;
     return x != x ? x : (m > hi ? hi : m);
@@ -392,6 +393,50 @@ struct Clamp {
     const double m = x < lo ? lo : x;
     return x != x ? x : (m > hi ? hi : m);
   }
+};
+
+// The activations of torch.nn.functional, in PyTorch's forms.
+struct LeakyRelu {
+  static constexpr const char* kAttrs[] = {"negative_slope"};
+  KILN_PW_INLINE static float f(float x, float slope) { return x > 0.0f ? x : x * slope; }
+  KILN_PW_INLINE static double f(double x, double slope) { return x > 0.0 ? x : x * slope; }
+};
+struct Elu {
+  static constexpr const char* kAttrs[] = {"alpha"};
+  KILN_PW_INLINE static float f(float x, float alpha) { return x > 0.0f ? x : alpha * expm1_f(x); }
+  KILN_PW_INLINE static double f(double x, double alpha) { return x > 0.0 ? x : alpha * __builtin_expm1(x); }
+};
+// log(1 + e^(beta x)) / beta, and x itself where beta x > threshold.
+struct Softplus {
+  static constexpr const char* kAttrs[] = {"beta", "threshold"};
+  KILN_PW_INLINE static float f(float x, float beta, float threshold) {
+    const float z = x * beta;
+    return z > threshold ? x : log1p_f(exp_f(z)) / beta;
+  }
+  KILN_PW_INLINE static double f(double x, double beta, double threshold) {
+    const double z = x * beta;
+    return z > threshold ? x : __builtin_log1p(__builtin_exp(z)) / beta;
+  }
+};
+struct Hardtanh {
+  static constexpr const char* kAttrs[] = {"min_val", "max_val"};
+  KILN_PW_INLINE static float f(float x, float lo, float hi) { return Clamp::f(x, lo, hi); }
+  KILN_PW_INLINE static double f(double x, double lo, double hi) { return Clamp::f(x, lo, hi); }
+};
+// min(max(x + 3, 0), 6) / 6 (NaN passes through).
+struct Hardsigmoid {
+  KILN_PW_INLINE static float f(float x) { return Clamp::f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+  KILN_PW_INLINE static double f(double x) { return Clamp::f(x + 3.0, 0.0, 6.0) / 6.0; }
+};
+// x hardsigmoid(x): the product last, so no x above 5.7e37 overflows (x * 6).
+struct Hardswish {
+  KILN_PW_INLINE static float f(float x) { return x * Hardsigmoid::f(x); }
+  KILN_PW_INLINE static double f(double x) { return x * Hardsigmoid::f(x); }
+};
+// x tanh(log(1 + e^x)).
+struct Mish {
+  KILN_PW_INLINE static float f(float x) { return x * tanh_f(log1p_f(exp_f(x))); }
+  KILN_PW_INLINE static double f(double x) { return x * __builtin_tanh(__builtin_log1p(__builtin_exp(x))); }
 };
 
 // a + alpha * b rounds the product first on every side (no FMA: it would make
@@ -473,7 +518,9 @@ struct GeluTanhBackward {
   X(Neg, "neg") X(Abs, "abs") X(Sign, "sign") X(Exp, "exp") X(Expm1, "expm1") X(Log, "log") X(Log1p, "log1p") \
   X(Sqrt, "sqrt") X(Rsqrt, "rsqrt") X(Reciprocal, "reciprocal") X(Sin, "sin") X(Cos, "cos") X(Tanh, "tanh")   \
   X(Sigmoid, "sigmoid") X(Relu, "relu") X(GeluErf, "gelu") X(GeluTanh, "gelu_tanh") X(Silu, "silu")           \
-  X(Erf, "erf") X(Floor, "floor") X(Ceil, "ceil") X(Round, "round") X(Square, "square") X(Clamp, "clamp")
+  X(Erf, "erf") X(Floor, "floor") X(Ceil, "ceil") X(Round, "round") X(Square, "square") X(Clamp, "clamp")     \
+  X(LeakyRelu, "leaky_relu") X(Elu, "elu") X(Softplus, "softplus") X(Hardtanh, "hardtanh")                   \
+  X(Hardsigmoid, "hardsigmoid") X(Hardswish, "hardswish") X(Mish, "mish")
 #define KILN_POINTWISE_BINARY(X)                                                                              \
   X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Pow, "pow") X(Maximum, "maximum")                 \
   X(Minimum, "minimum") X(Fmod, "fmod") X(GeluBackward, "gelu_backward") X(GeluTanhBackward, "gelu_tanh_backward")

@@ -8,7 +8,8 @@
 
 namespace kiln::cpu::simd {
 
-// out[i] = op(in[i]); lo/hi are clamp's bounds, ignored by other ops.
+// out[i] = op(in[i]); lo/hi are the op's float attributes, in its functor's
+// kAttrs order (clamp's bounds, leaky_relu's slope), ignored by the others.
 void unary_f32(int op, const float* in, float* out, size_t n, float lo, float hi);
 
 // out[i] = op(a[i], b[i]) where a (or b) may be a single broadcast value:
