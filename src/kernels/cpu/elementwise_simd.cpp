@@ -8,7 +8,6 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/op_codes.h"
 #include "kernels/cpu/simd.h"
