@@ -73,18 +73,20 @@ KILN_PW_INLINE float reduce_ln2(float x, i32& k) {
   return mad(-kf, 1.42860677e-06f, mad(-kf, 0.693145751953125f, x));
 }
 
-// e^x within 1 ulp. x is clamped to [-104, 89] (e^-104 rounds to 0 and
-// e^89 overflows); the result is p 2^k1 2^k2 with k1 + k2 = k, both powers
-// normal and the first product exact, so a subnormal result is rounded once.
-KILN_PW_INLINE float exp_f(float x) {
-  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+// e^x within 1 ulp for x <= 89 (e^89 overflows; above, the caller clamps),
+// x clamped below at -104 (e^-104 rounds to 0); the result is p 2^k1 2^k2
+// with k1 + k2 = k, both powers normal and the first product exact, so a
+// subnormal result is rounded once. A NaN x flows through to the result.
+KILN_PW_INLINE float exp_upto89_f(float x) {
+  const float xc = x < -104.0f ? -104.0f : x;
   i32 k;
   const float r = reduce_ln2(xc, k);
   const float p = 1.0f + expm1_core(r);
   const i32 k1 = k >> 1;
-  const float e = (p * pow2i(k1)) * pow2i(k - k1);
-  return x != x ? x : e;
+  return (p * pow2i(k1)) * pow2i(k - k1);
 }
+
+KILN_PW_INLINE float exp_f(float x) { return exp_upto89_f(x > 89.0f ? 89.0f : x); }
 
 // e^x - 1: 2^k (q + 1) - 1 = 2^k q + (2^k - 1) with q = e^r - 1, both terms
 // exact up to the last addition; k = 0 gives q itself (tiny x exact), and
@@ -108,11 +110,11 @@ KILN_PW_INLINE float expm1_f(float x) {
 // R the series of 2 atanh(s) - 2s - s^3 .. past its first terms (Taylor to
 // s^9; truncation below 1e-9 relative). Subnormal x is scaled by 2^23 first.
 KILN_PW_INLINE float log_f(float x) {
-  const bool sub = x < 1.17549435e-38f;
+  const bool sub = static_cast<i32>(to_bits(x)) < 0x00800000;  // subnormal (or zero, or negative: special)
   const float xs = sub ? x * 8388608.0f : x;
   // Shifting by 1 - sqrt(1/2)'s bits puts m's split at sqrt(1/2).
   const u32 ix = to_bits(xs) + (0x3f800000u - 0x3f3504f3u);
-  const i32 k = static_cast<i32>(ix >> 23) - 127 - (sub ? 23 : 0);
+  const i32 k = static_cast<i32>(ix >> 23) - (sub ? 150 : 127);
   const float m = from_bits((ix & 0x007fffffu) + 0x3f3504f3u);
   const float f = m - 1.0f;
   const float s = f / (2.0f + f);
@@ -121,8 +123,10 @@ KILN_PW_INLINE float log_f(float x) {
   const float hfsq = 0.5f * f * f;
   const float dk = static_cast<float>(k);
   const float r = mad(dk, 0.693145751953125f, (f - hfsq) + mad(s, hfsq + R, dk * 1.42860677e-06f));
-  const float special = x == 0.0f ? -inf_f() : (x < 0.0f ? nan_f() : x);  // inf and NaN are themselves
-  return x == 0.0f || x < 0.0f || x == inf_f() || x != x ? special : r;
+  // Not a positive finite number (+-0, negative, inf, NaN): one unsigned compare.
+  const bool special = to_bits(x) - 1u >= 0x7f7fffffu;
+  const float value = x == 0.0f ? -inf_f() : (x == inf_f() ? x : nan_f());
+  return special ? value : r;
 }
 
 // log(1 + x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second
@@ -147,27 +151,31 @@ KILN_PW_INLINE float sin_of_quadrant(double r, double q) {
   return static_cast<float>(q >= 2.0 ? -v : v);
 }
 
-// Below this |x| the argument is reduced by pi/2 in two double parts (Cody
-// and Waite, each step one rounding relative to the result); above, exactly.
-inline constexpr float kSinCosFastMax = 268435456.0f;  // 2^28
+// Below this |x| the argument is reduced in float (sin_quadrant_fast: within
+// 1.6 ulp, checked exhaustively); above, exactly in double.
+inline constexpr float kSinCosFastMax = 524288.0f;  // 2^19
 
-// sin(x + shift pi/2) for |x| <= kSinCosFastMax: x = n pi/2 + r, r reduced
-// in double and then rounded to float (relative 2^-24), its sine and cosine
-// by Taylor series in float (truncation below 2e-9): within 1.5 ulp, at
-// twice the speed of the double series.
-KILN_PW_INLINE float sin_quadrant_fast(float x, double shift) {
-  const double xd = x;
-  const double n = __builtin_rint(xd * 0.6366197723675814);
-  const float r = static_cast<float>(mad(-n, 6.123233995736766e-17, mad(-n, 1.5707963267948966, xd)));
-  const double m = n + shift;
-  const float q = static_cast<float>(m - 4.0 * __builtin_floor(m * 0.25));
+// sin(x + shift pi/2) for |x| <= kSinCosFastMax: x = n pi/2 + r with
+// pi/2 = C1 + C2 + C3 in 24-bit pieces (Cody and Waite). x - n C1 is exact
+// (every term lies on the 2^-23 grid and the difference is below 2), the two
+// later steps round once each, relative to r; n is below 2^19, so x 2/pi
+// rounded to float picks the right quadrant or a neighbour (|r| < pi/4 +
+// 0.025). sin(r) and cos(r) by Taylor series in float (truncation below
+// 2e-9); the quadrant's low bits select one and give the sign.
+KILN_PW_INLINE float sin_quadrant_fast(float x, u32 shift) {
+  i32 k;
+  const float n = round_shift(x * 0.636619772f, k);
+  float r = mad(-n, 1.57079637f, x);
+  r = mad(-n, -4.37113883e-08f, r);
+  r = mad(-n, -1.71512451e-15f, r);
+  const u32 q = static_cast<u32>(k) + shift;
   const float z = r * r;
   const float sin_r = mad(r * z, mad(z, mad(z, mad(z, 2.75573192e-6f, -1.98412698e-4f), 8.33333333e-3f),
                                      -1.66666667e-1f), r);
   const float cos_r = mad(z, mad(z, mad(z, mad(z, mad(z, -2.75573192e-7f, 2.48015873e-5f), -1.38888889e-3f),
                                            4.16666667e-2f), -0.5f), 1.0f);
-  const float v = q == 1.0f || q == 3.0f ? cos_r : sin_r;
-  return q >= 2.0f ? -v : v;
+  const float v = (q & 1u) != 0u ? cos_r : sin_r;
+  return from_bits(to_bits(v) ^ ((q & 2u) << 30));
 }
 
 // 2/pi in 24-bit pieces: kTwoOverPi[i] = the bits 24i+1 .. 24i+24 of 2/pi.
@@ -198,12 +206,13 @@ KILN_PW_INLINE float sin_quadrant_exact(float x, double shift) {
 // sin(x) (shift 0) or cos(x) = sin(x + pi/2) (shift 1). The eager kernel
 // runs a block whose |x| are all <= kSinCosFastMax through the fast form
 // alone (the same result: this select is the definition).
-KILN_PW_INLINE float sin_quadrant_f(float x, double shift) {
-  return __builtin_fabsf(x) <= kSinCosFastMax ? sin_quadrant_fast(x, shift) : sin_quadrant_exact(x, shift);
+KILN_PW_INLINE float sin_quadrant_f(float x, u32 shift) {
+  return __builtin_fabsf(x) <= kSinCosFastMax ? sin_quadrant_fast(x, shift)
+                                              : sin_quadrant_exact(x, static_cast<double>(shift));
 }
 
-KILN_PW_INLINE float sin_f(float x) { return x == 0.0f ? x : sin_quadrant_f(x, 0.0); }  // -0 kept
-KILN_PW_INLINE float cos_f(float x) { return sin_quadrant_f(x, 1.0); }
+KILN_PW_INLINE float sin_f(float x) { return x == 0.0f ? x : sin_quadrant_f(x, 0u); }  // -0 kept
+KILN_PW_INLINE float cos_f(float x) { return sin_quadrant_f(x, 1u); }
 
 // tanh(|x|) = -e / (2 + e) with e = e^(-2|x|) - 1: no overflow, no
 // cancellation near 0; the sign copied back (-0 kept).
@@ -217,11 +226,11 @@ KILN_PW_INLINE float tanh_f(float x) {
 // factor * sigmoid(x): 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below,
 // so neither side overflows or cancels. e^-|x| is rounded once, into the
 // subnormals where it is tiny (sigmoid(-95) is 5.5e-42, not 0).
+// A NaN x gives e = NaN and so a NaN result.
 KILN_PW_INLINE float sigmoid_times_f(float x, float factor) {
-  const float e = exp_f(-__builtin_fabsf(x));
+  const float e = exp_upto89_f(-__builtin_fabsf(x));
   const float inv = 1.0f / (1.0f + e);
-  const float r = x < 0.0f ? (e * inv) * factor : inv * factor;
-  return x != x ? x : r;
+  return x < 0.0f ? (e * inv) * factor : inv * factor;
 }
 
 // erf near zero (|x| < 0.5), where 1 - erfc would cancel: its Taylor series.
@@ -260,7 +269,7 @@ KILN_PW_INLINE float erfc_nonnegative_f(float a_in) {
   const float sum = p - sq_hi, back = sum - p;
   const float sum_err = (p - (sum - back)) + (-sq_hi - back);
   const float r = sum_err - sq_lo;
-  return (t * exp_f(sum)) * (r + 1.0f);
+  return (t * exp_upto89_f(sum)) * (r + 1.0f);
 }
 
 KILN_PW_INLINE float erf_f(float x) {
@@ -333,13 +342,13 @@ struct Reciprocal {
 struct Sin {
   KILN_PW_INLINE static float f(float x) { return sin_f(x); }
   static constexpr float kFastMax = kSinCosFastMax;
-  KILN_PW_INLINE static float f_fast(float x) { return x == 0.0f ? x : sin_quadrant_fast(x, 0.0); }
+  KILN_PW_INLINE static float f_fast(float x) { return x == 0.0f ? x : sin_quadrant_fast(x, 0u); }
   KILN_PW_INLINE static double f(double x) { return __builtin_sin(x); }
 };
 struct Cos {
   KILN_PW_INLINE static float f(float x) { return cos_f(x); }
   static constexpr float kFastMax = kSinCosFastMax;
-  KILN_PW_INLINE static float f_fast(float x) { return sin_quadrant_fast(x, 1.0); }
+  KILN_PW_INLINE static float f_fast(float x) { return sin_quadrant_fast(x, 1u); }
   KILN_PW_INLINE static double f(double x) { return __builtin_cos(x); }
 };
 struct Tanh {
@@ -489,7 +498,7 @@ struct Minimum {
 struct GeluBackward {
   KILN_PW_INLINE static float f(float g, float x) {
     const float cdf = 0.5f * erfc_f(x * -0.707106781f);
-    const float pdf = exp_f(-0.5f * (x * x)) * 0.398942280f;
+    const float pdf = exp_upto89_f(-0.5f * (x * x)) * 0.398942280f;
     return g * mad(x, pdf, cdf);
   }
   KILN_PW_INLINE static double f(double g, double x) {
@@ -505,7 +514,7 @@ struct GeluTanhBackward {
   KILN_PW_INLINE static float f(float g, float x) {
     const float k = static_cast<float>(kGeluK), x2 = x * x;
     const float u2 = (2.0f * k) * mad(static_cast<float>(kGeluC) * x2, x, x);
-    const float e = exp_f(-__builtin_fabsf(u2));  // one exponential for both sigmoids
+    const float e = exp_upto89_f(-__builtin_fabsf(u2));  // one exponential for both sigmoids
     const float inv = 1.0f / (1.0f + e), small = e * inv;
     const float s = u2 < 0.0f ? small : inv, rest = u2 < 0.0f ? inv : small;  // s and 1 - s
     const float du2 = (2.0f * k) * mad(static_cast<float>(3 * kGeluC), x2, 1.0f);
