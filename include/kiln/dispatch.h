@@ -17,10 +17,6 @@
 
 namespace kiln {
 
-namespace autograd {
-struct BackwardDef;  // src/autograd/graph.h
-}
-
 using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string, Device>;
 
 // Non-tensor arguments of an op call, by name. Small: a linear search is
@@ -69,6 +65,31 @@ struct OpCall {
   std::span<Tensor> outputs;  // allocated by the dispatcher from the shape function
 };
 
+namespace autograd {
+
+// What an op's backward formula receives. The formulas are written with
+// ordinary ops, so an op can declare its backward beside its front end
+// (OpDef::backward); the autograd engine (src/autograd) runs them.
+struct BackwardContext {
+  const std::vector<Tensor>& inputs;   // saved inputs (undefined if the formula saves none)
+  const std::vector<Tensor>& outputs;  // saved outputs (likewise)
+  const std::vector<TensorMeta>& input_meta;
+  const Attrs& attrs;
+  const std::vector<Tensor>& grads;  // one per output, never undefined
+  const std::vector<bool>& needs_input_grad;
+};
+// One gradient per input (undefined where none is needed).
+using BackwardFn = std::vector<Tensor> (*)(const BackwardContext& ctx);
+
+enum SaveFlags : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2, kSaveBoth = 3 };
+
+struct BackwardDef {
+  BackwardFn fn = nullptr;  // null: not differentiable (integer outputs, indices)
+  uint8_t save = kSaveNone;
+};
+
+}  // namespace autograd
+
 using ShapeFn = std::vector<TensorMeta> (*)(std::span<const Tensor> inputs, const Attrs& attrs);
 using KernelFn = void (*)(const OpCall& call);
 
@@ -87,9 +108,9 @@ struct OpDef {
   // Per device type, filled by register_kernel (view ops have none; the meta
   // device needs none: its ops run their shape function only).
   std::array<KernelFn, kNumDeviceTypes> kernels{};
-  // The backward formula, set by autograd::register_backward (null: none
-  // declared, which a test forbids); read on every recorded call, so held
-  // here rather than looked up by name.
+  // The backward formula: given here by the op's declaration, or set by
+  // autograd::register_backward (null: none declared, which a test forbids);
+  // read on every recorded call, so held here rather than looked up by name.
   const autograd::BackwardDef* backward = nullptr;
   // `schema` parsed by register_op (which refuses a malformed one, or one
   // naming another op).

@@ -79,6 +79,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
 Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(e^a + e^b), without overflow
+Tensor hypot(const Tensor& a, const Tensor& b);      // sqrt(a^2 + b^2), without overflow
 
 // `out=` forms: write into an existing tensor of the result's shape and dtype.
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);

@@ -285,16 +285,6 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   return m.accumulator;
 }
 
-Tensor sum_to(const Tensor& g, const Shape& shape) {
-  if (g.sizes() == shape) return g;
-  const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
-  Shape dims;
-  for (int64_t d = 0; d < g.dim(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && g.size(d) != 1)) dims.push_back(d);
-  Tensor r = dims.empty() ? g : sum(g, dims, true);
-  return r.reshape(shape);
-}
-
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors, bool retain_graph) {
   run_backward(tensors, default_root_grads(tensors, grad_tensors), retain_graph, nullptr, nullptr);
 }

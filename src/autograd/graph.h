@@ -8,6 +8,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/dispatch.h"
+#include "ops/op_util.h"
 
 namespace kiln {
 
@@ -67,23 +68,6 @@ struct SavedTensor {
 // input's history is older than the node saving it).
 SavedTensor save(const Tensor& t, bool keep_history = false);
 
-struct BackwardContext {
-  const std::vector<Tensor>& inputs;   // saved inputs (undefined if the formula saves none)
-  const std::vector<Tensor>& outputs;  // saved outputs (likewise)
-  const std::vector<TensorMeta>& input_meta;
-  const Attrs& attrs;
-  const std::vector<Tensor>& grads;  // one per output, never undefined
-  const std::vector<bool>& needs_input_grad;
-};
-using BackwardFn = std::vector<Tensor> (*)(const BackwardContext& ctx);
-
-enum SaveFlags : uint8_t { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2, kSaveBoth = 3 };
-
-struct BackwardDef {
-  BackwardFn fn = nullptr;  // null: not differentiable (integer outputs, indices)
-  uint8_t save = kSaveNone;
-};
-
 void register_backward(const std::string& op, BackwardFn fn, uint8_t save);
 void register_nondifferentiable(const std::string& op);
 
@@ -94,8 +78,7 @@ AutogradMeta& meta(const Tensor& t);  // creates it when missing
 // (t itself keeps its own).
 Tensor alias_with_history(const Tensor& t, std::shared_ptr<Node> fn, uint32_t output_nr);
 
-// Sums a broadcast gradient back to `shape` (the inverse of expand).
-Tensor sum_to(const Tensor& g, const Shape& shape);
+using ops::sum_to;  // the backward formulas' (src/ops/op_util.h)
 
 }  // namespace autograd
 }  // namespace kiln

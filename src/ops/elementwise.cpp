@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/boxing.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -10,6 +11,8 @@ namespace {
 
 using ops::call;
 using ops::call_out;
+using Grads = std::vector<Tensor>;
+using autograd::BackwardContext;
 
 OpDef unary_def(const char* name) {
   return OpDef{name, std::string(name) + "(Tensor self) -> Tensor", OpKind::Compute, ops::same_as_first};
@@ -68,6 +71,37 @@ const OpDef& kPow = register_op(binary_def("pow"));
 const OpDef& kMaximum = register_op(binary_def("maximum"));
 const OpDef& kMinimum = register_op(binary_def("minimum"));
 const OpDef& kFmod = register_op(binary_def("fmod"));
+
+// Ops declared with their backward (OpDef::backward) and their public
+// binding for call_op beside them: with the functor in pointwise_math.h,
+// the whole of such an op is this declaration, its front end below and its
+// line in ops.h (docs/ARCHITECTURE.md, "Add an op").
+OpDef float_binary_def(const char* name, const autograd::BackwardDef* backward) {
+  OpDef def = binary_def(name);
+  def.backward = backward;
+  return def;
+}
+
+// d hypot / da = a / hypot (NaN at the origin, as in PyTorch).
+constexpr autograd::BackwardDef kHypotBackward{[](const BackwardContext& c) -> Grads {
+  const Tensor& g = c.grads[0];
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor& h = c.outputs[0];
+  return {ops::sum_to(g * a / h, c.input_meta[0].sizes), ops::sum_to(g * b / h, c.input_meta[1].sizes)};
+}, autograd::kSaveBoth};
+const OpDef& kHypot = register_op(float_binary_def("hypot", &kHypotBackward));
+
+// d logaddexp / da = 1 / (1 + e^(b - a)) (1/2 each at a == b).
+constexpr autograd::BackwardDef kLogAddExpBackward{[](const BackwardContext& c) -> Grads {
+  const Tensor& g = c.grads[0];
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  return {ops::sum_to(g / (exp(b - a) + 1), c.input_meta[0].sizes),
+          ops::sum_to(g / (exp(a - b) + 1), c.input_meta[1].sizes)};
+}, autograd::kSaveInputs};
+const OpDef& kLogAddExp = register_op(float_binary_def("logaddexp", &kLogAddExpBackward));
+
 const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
                                                OpKind::Compute, ops::broadcast_all});
 const OpDef& kGeluTanhBackward = register_op(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
@@ -119,6 +153,14 @@ Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b, bool float_only
   check(t != kBool || op.name == "maximum" || op.name == "minimum", op.name.c_str(),
         "is not supported for bool tensors; convert them with to() first");
   return call(op, {a.to(t), b.to(t)}, attrs);
+}
+
+// Ops defined on floating point only (PyTorch has no integer kernel for
+// them): integer and bool operands are refused.
+Tensor floating_binary(const OpDef& op, const Tensor& a, const Tensor& b) {
+  check(is_floating(result_type(a, b)), op.name.c_str(), "expected floating point tensors but got ", a.dtype(),
+        " and ", b.dtype());
+  return binary(op, a, b);
 }
 
 Tensor compare(const OpDef& op, const Tensor& a, const Tensor& b) {
@@ -299,17 +341,16 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 }
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) { return lerp(start, end, wrapped_scalar(weight)); }
 
-// log(e^a + e^b) as max(a, b) + log1p(e^-|a - b|): no overflow, and exact
-// where one side dominates. Equal infinities are that infinity (inf - inf
-// would be NaN), as in PyTorch. Composite: autograd and compile get it from
-// the ops (at a == b, maximum's split gradient gives sigmoid(0) = 1/2 each).
-Tensor logaddexp(const Tensor& a, const Tensor& b) {
-  check(is_floating(result_type(a, b)), "logaddexp", "expected floating point tensors but got ", a.dtype(), " and ",
-        b.dtype());
-  const Tensor tail = log1p(exp(neg(abs(sub(a, b)))));
-  const Tensor same_infinity = logical_and(eq(a, b), eq(abs(a), wrapped_scalar(INFINITY)));
-  return where(same_infinity, a, add(maximum(a, b), tail));
-}
+Tensor hypot(const Tensor& a, const Tensor& b) { return floating_binary(kHypot, a, b); }
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return floating_binary(kLogAddExp, a, b); }
+
+namespace {
+const bool kPublicBindings = [] {
+  ops::def<&hypot>(kHypot.schema);
+  ops::def<&logaddexp>(kLogAddExp.schema);
+  return true;
+}();
+}  // namespace
 
 // ---- out= and in-place
 

@@ -73,4 +73,14 @@ std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a)
   return m;
 }
 
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.sizes() == shape) return g;
+  const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  Shape dims;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.size(d) != 1)) dims.push_back(d);
+  Tensor r = dims.empty() ? g : sum(g, dims, true);
+  return r.reshape(shape);
+}
+
 }  // namespace kiln::ops

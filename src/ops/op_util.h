@@ -13,6 +13,10 @@ namespace kiln::ops {
 using kiln::shape_str;
 using kiln::shape_text;
 
+// Sums a broadcast gradient back to `shape` (the inverse of expand), for
+// the backward formulas.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
 // Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts 0 and -1.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 

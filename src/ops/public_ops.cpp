@@ -1,5 +1,7 @@
 // Every public function of ops.h and tensor.h (factories, views, in-place
-// methods) under its public name and PyTorch's schema, for call_op. The
+// methods) under its public name and PyTorch's schema, for call_op, except
+// the ops whose declaration registers them beside it (hypot, logaddexp in
+// elementwise.cpp: the way for new ops). The
 // boxed forms call the C++ functions themselves, so a call by name takes
 // the same front end. Overload names follow PyTorch's (add.Tensor,
 // add.Scalar, pow.Tensor_Scalar).
@@ -80,7 +82,6 @@ void elementwise() {
       "lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor");
   def<[](const Tensor& s, const Tensor& e, Scalar w) { return lerp(s, e, w); }>(
       "lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor");
-  def<&logaddexp>("logaddexp(Tensor self, Tensor other) -> Tensor");
   def<[](const Tensor& a, const Tensor& b) { return result_type(a, b); }>(
       "result_type.Tensor(Tensor tensor, Tensor other) -> ScalarType");
   def<&broadcast_to>("broadcast_to(Tensor(a) self, int[] size) -> Tensor(a)");

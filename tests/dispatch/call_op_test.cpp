@@ -85,7 +85,8 @@ std::vector<Case> cases() {
       {"mul.Tensor", &mul},   {"div.Tensor", &div},   {"maximum", &maximum},         {"minimum", &minimum},
       {"fmod.Tensor", &fmod}, {"eq.Tensor", &eq},     {"ne.Tensor", &ne},            {"lt.Tensor", &lt},
       {"le.Tensor", &le},     {"gt.Tensor", &gt},     {"ge.Tensor", &ge},            {"logical_and", &logical_and},
-      {"logical_or", &logical_or}, {"logical_xor", &logical_xor}, {"matmul", &matmul}, {"mm", &mm}};
+      {"logical_or", &logical_or}, {"logical_xor", &logical_xor}, {"matmul", &matmul}, {"mm", &mm},
+      {"hypot", &hypot}};
   for (const auto& [name, f] : binary) {
     const bool gemm = std::string(name) == "matmul" || std::string(name) == "mm";
     const Tensor b = gemm ? m45 : row;

@@ -32,6 +32,7 @@ void run_every_op() {
   leaky_relu(x), elu(x), softplus(x), hardtanh(x);
   gelu(x), gelu(x, "tanh"), clamp(x, 0, 1), gelu_backward(x, y), gelu_backward(x, y, "tanh");
   add(x, y), sub(x, y), mul(x, y), div(x, y), pow(y, x), maximum(x, y), minimum(x, y), fmod(x, y);
+  hypot(x, y), logaddexp(x, y);
   eq(x, y), ne(x, y), lt(x, y), le(x, y), gt(x, y), ge(x, y), logical_and(x, y), logical_or(x, y), logical_xor(x, y);
   where(x > 0, x, y), masked_fill(x, x > 0, 0);
   sum(x), prod(x), amax(x), amin(x), all(x), any(x), max(x, 1), cumsum(x, 0);

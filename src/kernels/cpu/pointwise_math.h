@@ -486,6 +486,30 @@ struct Fmod {
   KILN_PW_INLINE static double f(double a, double b) { return __builtin_fmod(a, b); }
 };
 // NaN in either input propagates, as in torch.maximum.
+// sqrt(a^2 + b^2) in double (no overflow or underflow: every float's square
+// is a normal double), rounded once to float. An infinity wins over NaN, as
+// in IEEE hypot.
+struct Hypot {
+  KILN_PW_INLINE static float f(float a, float b) {
+    const double da = a, db = b;
+    const float h = static_cast<float>(__builtin_sqrt(mad(da, da, db * db)));
+    return __builtin_fabsf(a) == inf_f() || __builtin_fabsf(b) == inf_f() ? inf_f() : h;
+  }
+  KILN_PW_INLINE static double f(double a, double b) { return __builtin_hypot(a, b); }
+};
+// log(e^a + e^b) as max(a, b) + log1p(e^-|a - b|): no overflow, exact where
+// one side dominates; equal infinities are that infinity (inf - inf would be
+// NaN), as in PyTorch; a NaN on either side gives NaN.
+struct LogAddExp {
+  KILN_PW_INLINE static float f(float a, float b) {
+    const float r = (a > b ? a : b) + log1p_f(exp_upto89_f(-__builtin_fabsf(a - b)));
+    return a == b && __builtin_fabsf(a) == inf_f() ? a : (a != a || b != b ? a + b : r);
+  }
+  KILN_PW_INLINE static double f(double a, double b) {
+    const double r = (a > b ? a : b) + __builtin_log1p(__builtin_exp(-__builtin_fabs(a - b)));
+    return a == b && __builtin_fabs(a) == __builtin_inf() ? a : (a != a || b != b ? a + b : r);
+  }
+};
 struct Maximum {
   KILN_PW_INLINE static float f(float a, float b) { return a != a || b != b ? a + b : (a > b ? a : b); }
   KILN_PW_INLINE static double f(double a, double b) { return a != a || b != b ? a + b : (a > b ? a : b); }
@@ -541,6 +565,7 @@ struct GeluTanhBackward {
   X(Hardsigmoid, "hardsigmoid") X(Hardswish, "hardswish") X(Mish, "mish")
 #define KILN_POINTWISE_BINARY(X)                                                                              \
   X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Pow, "pow") X(Maximum, "maximum")                 \
-  X(Minimum, "minimum") X(Fmod, "fmod") X(GeluBackward, "gelu_backward") X(GeluTanhBackward, "gelu_tanh_backward")
+  X(Minimum, "minimum") X(Fmod, "fmod") X(GeluBackward, "gelu_backward") X(GeluTanhBackward, "gelu_tanh_backward") \
+  X(Hypot, "hypot") X(LogAddExp, "logaddexp")
 
 #endif  // KILN_POINTWISE_MATH_H_
