@@ -25,7 +25,7 @@ Tensor keepdim_grad(const Tensor& g, const Shape& input, const Shape& dims) {
 
 Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
 
-// Gradients of a and b in a @ b (bmm_broadcast, and bmm_bias's first two).
+// Gradients of a and b in a @ b (matmul, and bmm_bias's first two).
 Grads bmm_grads(const Ctx& c) {
   const Tensor& g = g0(c);
   // A column-major b (linear's weight.t()) gets its gradient in its own
@@ -68,12 +68,16 @@ const struct Register {
         const Tensor mask = eq(x, y).to(x.dtype());
         return {keepdim_grad(g0(c), in_shape(c), dims) * mask / sum(mask, dims, true)};
       }, kSaveBoth);
-    register_backward("max_min_dim", [](const Ctx& c) -> Grads {
-      // Outputs keep dim `dim` with size 1: scatter the values' gradient at the indices.
-      const int64_t dim = c.attrs.get_int("dim");
-      if (in_shape(c).empty()) return {g0(c)};
-      return {scatter(zeros(in_shape(c), g0(c).options()), dim, c.outputs[1], g0(c))};
-    }, kSaveOutputs);
+    // max.dim / min.dim: the values' gradient scattered at the indices.
+    for (const char* op : {"max.dim", "min.dim"})
+      register_backward(op, [](const Ctx& c) -> Grads {
+        const int64_t dim = c.attrs.get_int("dim");
+        if (in_shape(c).empty()) return {g0(c)};
+        const bool kept = c.attrs.get_bool("keepdim");
+        const Tensor index = kept ? c.outputs[1] : c.outputs[1].unsqueeze(dim);
+        const Tensor g = kept ? g0(c) : g0(c).unsqueeze(dim);
+        return {scatter(zeros(in_shape(c), g.options()), dim, index, g)};
+      }, kSaveOutputs);
     register_backward("cumsum", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");
       const Tensor g = g0(c).to(c.input_meta[0].dtype);
@@ -86,8 +90,8 @@ const struct Register {
       return {scatter_add(zeros(in_shape(c), g0(c).options()), dim, c.outputs[1], g0(c))};
     }, kSaveOutputs);
 
-    register_backward("bmm_broadcast", bmm_grads, kSaveInputs);
-    register_backward("bmm_bias", [](const Ctx& c) -> Grads {  // bmm_broadcast + a bias row
+    register_backward("matmul", bmm_grads, kSaveInputs);
+    register_backward("bmm_bias", [](const Ctx& c) -> Grads {  // matmul + a bias row
       Grads g = bmm_grads(c);
       g.push_back(c.needs_input_grad[2] ? sum_to(g0(c), c.input_meta[2].sizes) : Tensor());
       return g;
@@ -165,10 +169,10 @@ const struct Register {
       }
       return out;
     }, kSaveNone);
-    register_backward("triangle", [](const Ctx& c) -> Grads {
-      const int64_t k = c.attrs.get_int("diagonal");
-      return {c.attrs.get_bool("upper") ? triu(g0(c), k) : tril(g0(c), k)};
-    }, kSaveNone);
+    register_backward("tril", [](const Ctx& c) -> Grads { return {tril(g0(c), c.attrs.get_int("diagonal"))}; },
+                      kSaveNone);
+    register_backward("triu", [](const Ctx& c) -> Grads { return {triu(g0(c), c.attrs.get_int("diagonal"))}; },
+                      kSaveNone);
 
     // Views
     register_backward("view", [](const Ctx& c) -> Grads { return {g0(c).reshape(in_shape(c))}; }, kSaveNone);

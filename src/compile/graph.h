@@ -101,7 +101,7 @@ struct Plan {
   // (and of the other nodes of its group, which are not in order).
   std::vector<std::shared_ptr<const FusedEntry>> fused;
   std::string source;      // generated C++ (cpp backend), for KILN_LOGS=output_code
-  // Per node: the bias value a bmm_broadcast runs with as gemm_with_bias
+  // Per node: the bias value a matmul runs with as gemm_with_bias
   // (its bias add folded in by fold_bias_adds), or -1; empty: none.
   std::vector<int> bias_of;
   const OpDef* gemm_with_bias = nullptr;
@@ -133,7 +133,7 @@ inline bool contiguous_value(const Trace& t, int v) {
 inline bool plain_f32(const Trace& t, int v) { return dtype_of_value(t, v) == kFloat32 && contiguous_value(t, v); }
 
 // Calls fn(value) for each value node n reads when the plan runs it: its
-// inputs, and the bias a bmm_broadcast runs with (Plan::bias_of).
+// inputs, and the bias a matmul runs with (Plan::bias_of).
 template <class Fn>
 void for_each_read(const Trace& t, const Plan& p, int n, Fn&& fn) {
   for (int in : t.nodes[n].inputs) fn(p.rep[in]);

@@ -184,7 +184,7 @@ void fold_bias_adds(const Trace& t, Plan& plan) {
       int m = x;
       if (producer[x] >= 0 && t.nodes[producer[x]].op->name == "view") m = plan.rep[t.nodes[producer[x]].inputs[0]];
       const int g = producer[m];
-      if (g < 0 || t.nodes[g].op->name != "bmm_broadcast" || !plain_f32(t, m) || sizes_of(t, m).back() != xs.back())
+      if (g < 0 || t.nodes[g].op->name != "matmul" || !plain_f32(t, m) || sizes_of(t, m).back() != xs.back())
         continue;
       if (uses[x] != 1 || kept[x] || (m != x && (uses[m] != 1 || kept[m]))) continue;
       // One bias per GEMM: a second add of the folded sum (b + (x @ w + b)) stays an add.

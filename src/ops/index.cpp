@@ -37,8 +37,10 @@ std::vector<TensorMeta> index_select_shape(std::span<const Tensor> in, const Att
 }
 const OpDef& kIndexSelect = register_op(OpDef{"index_select", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
                                               OpKind::Compute, index_select_shape});
-const OpDef& kTriangle = register_op(OpDef{"triangle", "triangle(Tensor self, int diagonal, bool upper) -> Tensor",
-                                           OpKind::Compute, ops::same_as_first});
+const OpDef& kTril = register_op(OpDef{"tril", "tril(Tensor self, int diagonal=0) -> Tensor", OpKind::Compute,
+                                       ops::same_as_first});
+const OpDef& kTriu = register_op(OpDef{"triu", "triu(Tensor self, int diagonal=0) -> Tensor", OpKind::Compute,
+                                       ops::same_as_first});
 
 std::vector<TensorMeta> sort_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -165,13 +167,12 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return ops::call(kIndexSelect, {x, index}, {{"dim", d}});
 }
 
-static Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
-  check(x.dim() >= 2, upper ? "triu" : "tril", "expected a tensor with at least 2 dims but got shape ",
-        shape_text(x.sizes()));
-  return ops::call(kTriangle, {x}, {{"diagonal", diagonal}, {"upper", upper}});
+static Tensor triangle(const OpDef& op, const Tensor& x, int64_t diagonal) {
+  check(x.dim() >= 2, op.name.c_str(), "expected a tensor with at least 2 dims but got shape ", shape_text(x.sizes()));
+  return ops::call(op, {x}, {{"diagonal", diagonal}});
 }
-Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false); }
-Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true); }
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(kTril, x, diagonal); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(kTriu, x, diagonal); }
 
 static std::tuple<Tensor, Tensor> sort_impl(const Tensor& x, int64_t dim, bool desc, bool stable, int64_t k,
                                             const char* op) {

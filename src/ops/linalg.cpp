@@ -6,14 +6,22 @@
 namespace kiln {
 namespace {
 
+// The op takes what the front end hands it: operands of one rank >= 2 whose
+// batch dims agree (broadcast ones expanded); kiln::matmul's 1-D and
+// broadcasting rules run before dispatch.
 std::vector<TensorMeta> matmul_shape(std::span<const Tensor> in, const Attrs&) {
+  const Tensor &a = in[0], &b = in[1];
+  check(a.dim() >= 2 && a.dim() == b.dim() && a.size(-1) == b.size(-2) &&
+            Shape(a.sizes().begin(), a.sizes().end() - 2) == Shape(b.sizes().begin(), b.sizes().end() - 2),
+        "matmul", "the op takes (..., M, K) and (..., K, N) with equal batch dims but got ",
+        ops::shape_text(a.sizes()), " and ", ops::shape_text(b.sizes()), " (kiln::matmul broadcasts first)");
   Shape s(in[0].sizes().begin(), in[0].sizes().end() - 1);
   s.push_back(in[1].size(-1));
   return ops::one_output(s, in[0].dtype());
 }
-const OpDef& kMatmul = register_op(OpDef{"bmm_broadcast", "bmm_broadcast(Tensor self, Tensor mat2) -> Tensor",
-                                         OpKind::Compute, matmul_shape});
-// kiln::compile's form of bmm_broadcast followed by a bias add (Note [Bias
+const OpDef& kMatmul = register_op(OpDef{"matmul", "matmul(Tensor self, Tensor other) -> Tensor", OpKind::Compute,
+                                         matmul_shape});
+// kiln::compile's form of matmul followed by a bias add (Note [Bias
 // in the GEMM] in kernels/cpu/matmul_kernel.cpp).
 const OpDef& kMatmulBias = register_op(OpDef{"bmm_bias", "bmm_bias(Tensor self, Tensor mat2, Tensor bias) -> Tensor",
                                              OpKind::Compute, matmul_shape});

@@ -25,13 +25,21 @@ const OpDef& kAmin = register_op(reduce_def("amin"));
 const OpDef& kAll = register_op(reduce_def("all"));
 const OpDef& kAny = register_op(reduce_def("any"));
 
-std::vector<TensorMeta> arg_reduce_shape(std::span<const Tensor> in, const Attrs& a) {
+std::vector<TensorMeta> extreme_dim_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
-  if (!s.empty()) s[a.get_int("dim")] = 1;
+  if (!s.empty()) {
+    const auto d = static_cast<size_t>(a.get_int("dim"));
+    if (a.get_bool("keepdim")) s[d] = 1;
+    else s.erase(s.begin() + static_cast<std::ptrdiff_t>(d));
+  }
   return {{s, in[0].dtype()}, {s, kInt64}};
 }
-const OpDef& kMaxDim = register_op(OpDef{"max_min_dim", "max_min_dim(Tensor self, int dim, bool largest) -> (Tensor values, Tensor indices)",
-                                         OpKind::Compute, arg_reduce_shape});
+const OpDef& kMaxDim = register_op(OpDef{
+    "max.dim", "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+    OpKind::Compute, extreme_dim_shape});
+const OpDef& kMinDim = register_op(OpDef{
+    "min.dim", "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+    OpKind::Compute, extreme_dim_shape});
 
 std::vector<TensorMeta> cumsum_shape(std::span<const Tensor> in, const Attrs& a) {
   return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
@@ -144,8 +152,7 @@ static std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool
   const int64_t d = ops::wrap_dim(dim, x.dim(), op);
   check(x.dim() == 0 || x.size(d) > 0, op, "cannot reduce over the zero-size dimension ", d, " of shape ",
         ops::shape_text(x.sizes()));
-  auto r = dispatch(kMaxDim, std::span<const Tensor>(&x, 1), {{"dim", d}, {"largest", largest}});
-  if (!keepdim && x.dim() > 0) return {r[0].squeeze(d), r[1].squeeze(d)};
+  auto r = dispatch(largest ? kMaxDim : kMinDim, std::span<const Tensor>(&x, 1), {{"dim", d}, {"keepdim", keepdim}});
   return {r[0], r[1]};
 }
 

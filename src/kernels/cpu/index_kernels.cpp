@@ -247,11 +247,10 @@ void one_hot_kernel(const OpCall& c) {
 }
 
 // tril / triu over the last two dims: keep (i, j) when j - i <= k (tril) or >= k (triu).
-void triangle_kernel(const OpCall& c) {
+static void triangle(const OpCall& c, bool upper) {
   const Tensor& x = c.inputs[0];
   const Tensor& out = c.outputs[0];
   const int64_t k = c.attrs.get_int("diagonal");
-  const bool upper = c.attrs.get_bool("upper");
   const int64_t R = x.size(x.dim() - 2), C = x.size(x.dim() - 1);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -267,5 +266,7 @@ void triangle_kernel(const OpCall& c) {
     });
   });
 }
+void tril_kernel(const OpCall& c) { triangle(c, false); }
+void triu_kernel(const OpCall& c) { triangle(c, true); }
 
 }  // namespace kiln::cpu

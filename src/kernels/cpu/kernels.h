@@ -19,11 +19,12 @@ void linspace_kernel(const OpCall& c);                           // attrs: start
 void eye_kernel(const OpCall& c);
 
 template <ReduceOp OP> void reduce_kernel(const OpCall& c);      // attrs: dims
-void arg_reduce_kernel(const OpCall& c);                         // attrs: dim, largest -> values, indices
+void max_dim_kernel(const OpCall& c);                            // attrs: dim, keepdim -> values, indices
+void min_dim_kernel(const OpCall& c);                            // attrs: dim, keepdim -> values, indices
 void cumsum_kernel(const OpCall& c);                             // attrs: dim
 
 void matmul_kernel(const OpCall& c);                             // batched, broadcast batch dims
-void matmul_bias_kernel(const OpCall& c);  // bmm_broadcast + a bias row (Note [Bias in the GEMM])
+void matmul_bias_kernel(const OpCall& c);  // matmul + a bias row (Note [Bias in the GEMM])
 
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log
 void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms
@@ -34,7 +35,8 @@ void scatter_kernel(const OpCall& c);                            // attrs: dim, 
 void index_select_kernel(const OpCall& c);                       // attrs: dim
 void embedding_kernel(const OpCall& c);
 void one_hot_kernel(const OpCall& c);
-void triangle_kernel(const OpCall& c);                           // attrs: diagonal, upper
+void tril_kernel(const OpCall& c);                               // attrs: diagonal
+void triu_kernel(const OpCall& c);                               // attrs: diagonal
 void sort_kernel(const OpCall& c);                               // attrs: dim, descending, k
 void rand_kernel(const OpCall& c);                               // attrs: seed, offset, normal
 void randint_kernel(const OpCall& c);                            // attrs: low, high, seed, offset

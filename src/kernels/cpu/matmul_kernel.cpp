@@ -241,7 +241,7 @@ void matmul_kernel(const OpCall& c) {
 }
 
 // Note [Bias in the GEMM]
-// bmm_bias: bmm_broadcast (float32, float64) plus a bias row added to every
+// bmm_bias: matmul (float32, float64) plus a bias row added to every
 // row of the result, for kiln::compile (a linear layer's bias add that no
 // loop takes).
 // C starts as the bias rows and sgemm runs with beta = 1: the fill replaces

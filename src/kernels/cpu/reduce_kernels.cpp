@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd.h"
@@ -179,13 +180,22 @@ template void reduce_kernel<ReduceOp::Any>(const OpCall&);
 
 // max/min along one dim with indices; the first extreme wins and NaN counts
 // as the extreme, as in PyTorch.
-void arg_reduce_kernel(const OpCall& c) {
+// The outputs with `dim` kept (size 1): themselves, or a view with it put back.
+static Tensor with_dim_kept(const Tensor& t, int64_t dim, bool kept) {
+  if (kept) return t;
+  Shape sizes = t.sizes(), strides = t.strides();
+  const int64_t stride = dim < t.dim() ? t.stride(dim) * t.size(dim) : 1;
+  sizes.insert(sizes.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, stride);
+  return view_of(t, std::move(sizes), std::move(strides), t.storage_offset());
+}
+
+static void extreme_dim(const OpCall& c, bool largest) {
   const Tensor& x = c.inputs[0];
   const int64_t dim = c.attrs.get_int("dim");
-  const bool largest = c.attrs.get_bool("largest");
-  const Tensor& vals = c.outputs[0];
-  const Tensor& idx = c.outputs[1];
-  // Outputs come in keepdim form along `dim` here (size 1), see the front end.
+  const bool kept = c.attrs.get_bool("keepdim") || x.dim() == 0;
+  const Tensor vals = with_dim_kept(c.outputs[0], dim, kept);
+  const Tensor idx = with_dim_kept(c.outputs[1], dim, kept);
   const int64_t R = x.size(dim);
   const int64_t xs = x.stride(dim);
   visit_dtype(x.dtype(), [&](auto tag) {
@@ -205,6 +215,8 @@ void arg_reduce_kernel(const OpCall& c) {
     });
   });
 }
+void max_dim_kernel(const OpCall& c) { extreme_dim(c, true); }
+void min_dim_kernel(const OpCall& c) { extreme_dim(c, false); }
 
 void cumsum_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];

@@ -30,9 +30,10 @@ const bool registered = [] {
     {"gather", gather_kernel},
     {"scatter", scatter_kernel},
     {"index_select", index_select_kernel},
-    {"triangle", triangle_kernel},
+    {"tril", tril_kernel},
+    {"triu", triu_kernel},
     {"sort", sort_kernel},
-    {"bmm_broadcast", matmul_kernel},
+    {"matmul", matmul_kernel},
     {"bmm_bias", matmul_bias_kernel},
     {"softmax", softmax_kernel},
     {"layer_norm", layer_norm_kernel},
@@ -47,7 +48,8 @@ const bool registered = [] {
     {"amin", reduce_kernel<ReduceOp::Min>},
     {"all", reduce_kernel<ReduceOp::All>},
     {"any", reduce_kernel<ReduceOp::Any>},
-    {"max_min_dim", arg_reduce_kernel},
+    {"max.dim", max_dim_kernel},
+    {"min.dim", min_dim_kernel},
     {"cumsum", cumsum_kernel},
   };
   for (const auto& [op, kernel] : table) register_kernel(op, kCPU, kernel);

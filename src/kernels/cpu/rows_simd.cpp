@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/pointwise_math.h"
 #include "kernels/cpu/simd.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -97,39 +98,29 @@ void AccumulateF32(float* acc, const float* x, size_t n) {
 // out = exp(x - max) / sum, or for log: (x - max) - log(sum). Subtracting
 // max first keeps x - max exact near the max: x - (max + log(sum)) rounds
 // max + log(sum) at max's magnitude (100x PyTorch's error for logits near
-// 1000; 0 instead of -log(n) for logits of 1e37). exp's arguments are <= 0,
-// where Highway's Exp is accurate (results under FLT_MIN only matter
-// relative to a sum >= 1).
+// 1000; 0 instead of -log(n) for logits of 1e37). exp is the elementwise
+// op's own (pointwise_math.h) in its form for arguments <= 0; the loops
+// are vectorised by the compiler for this Highway target.
 void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
-  const D d;
-  const size_t N = hn::Lanes(d);
-  const float mx = MaxF32(x, n);
-  // A row of -inf (fully masked) gives NaN, as in PyTorch.
-  const auto vmax = hn::Set(d, mx);
+  const float mx = MaxF32(x, n);  // a row of -inf (fully masked) gives NaN, as in PyTorch
+  float s = 0.0f;
   if (log) {
-    const float s = SumMapped(x, n, [&](auto v) { return hn::Exp(d, hn::Sub(v, vmax)); });
+#pragma omp simd reduction(+ : s)
+    for (size_t i = 0; i < n; ++i) s += pointwise::exp_upto89_f(x[i] - mx);
     const float log_s = std::log(s);
-    const auto vlog_s = hn::Set(d, log_s);
-    size_t i = 0;
-    for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + i), vmax), vlog_s), d, out + i);
-    for (; i < n; ++i) out[i] = (x[i] - mx) - log_s;
+#pragma omp simd
+    for (size_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - log_s;
     return;
   }
-  size_t i = 0;
-  auto acc = hn::Zero(d);
-  for (; i + N <= n; i += N) {
-    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmax));
-    acc = hn::Add(acc, e);
-    hn::StoreU(e, d, out + i);
+#pragma omp simd reduction(+ : s)
+  for (size_t i = 0; i < n; ++i) {
+    const float e = pointwise::exp_upto89_f(x[i] - mx);
+    out[i] = e;
+    s += e;
   }
-  float s = hn::GetLane(hn::SumOfLanes(d, acc));
-  for (; i < n; ++i) {
-    out[i] = hn::GetLane(hn::Exp(d, hn::Set(d, x[i] - mx)));
-    s += out[i];
-  }
-  const auto inv = hn::Set(d, 1.0f / s);
-  for (i = 0; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, out + i), inv), d, out + i);
-  for (; i < n; ++i) out[i] *= 1.0f / s;
+  const float inv = 1.0f / s;
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) out[i] *= inv;
 }
 
 // Affine output y = (x - mean) * scale * w + b over a row.
