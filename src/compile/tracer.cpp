@@ -75,6 +75,7 @@ std::string location_str(const SourceLocation& seen) {
 // What a compiled graph's structure key guarded about one input, to name
 // the guard that failed when the graph is compiled again.
 struct InputGuard {
+  Device device;
   DType dtype;
   Shape sizes, strides;
   uint64_t dynamic;  // dims whose size the key leaves out
@@ -433,21 +434,28 @@ class Tracer : public DispatchMode {
     // Inputs with history from outside the graph (a view of a parameter,
     // taken eagerly while tracing) go on through the autograd engine, whose
     // formulas and accumulations are traced too.
-    std::unordered_set<const TensorImpl*> taken;
+    //
+    // The leaves and their gradients are taken out of the trace first: a
+    // hook, or add_ into an existing .grad (an in-place op), may end the
+    // graph, which clears the trace (a use after free before).
+    std::vector<std::pair<Tensor, Tensor>> leaves;  // (leaf, its gradient)
     std::vector<Tensor> with_history, their_grads;
     for (int v = 0; v < nv; ++v) {
       if (trace_.value_ext[v] < 0 || !value_grad_[v] || !grad[v].defined()) continue;
-      const Tensor& x = trace_.externals[trace_.value_ext[v]];
-      if (!x.is_leaf()) {
-        with_history.push_back(x), their_grads.push_back(grad[v]);
-        continue;
-      }
-      Tensor g = grad[v];
+      const Tensor x = trace_.externals[trace_.value_ext[v]];
+      if (x.is_leaf()) leaves.emplace_back(x, grad[v]);
+      else with_history.push_back(x), their_grads.push_back(grad[v]);
+    }
+    grad.clear();
+    const int graph = graph_index_;
+    std::unordered_set<const TensorImpl*> taken;
+    for (auto& [x, g] : leaves) {
       for (auto& hook : autograd::meta(x).hooks) {
         Tensor h = hook(g);
         if (h.defined()) g = h;
       }
-      const int* id = pending_.find(g.impl());
+      // Made by this backward (and in this graph still): it can become .grad itself.
+      const int* id = graph == graph_index_ ? pending_.find(g.impl()) : nullptr;
       const bool fresh = id && *id >= nv && taken.insert(g.impl()).second;
       if (!x.grad().defined()) x.set_grad(fresh ? g : g.clone());
       else x.grad().add_(g);
@@ -517,7 +525,8 @@ class Tracer : public DispatchMode {
       const std::vector<InputGuard> guards = input_guards();
       for (size_t i = 0; i < guards.size(); ++i) {
         std::ostringstream os;
-        os << "input " << i << ": " << guards[i].dtype << " [";
+        os << "input " << i << ": " << (guards[i].device.is_cpu() ? "" : guards[i].device.str() + " ") << guards[i].dtype
+           << " [";
         for (size_t d = 0; d < guards[i].sizes.size(); ++d)
           os << (d ? ", " : "") << ((guards[i].dynamic >> d) & 1 && guards[i].sizes[d] > 1 ? std::string("s") + std::to_string(d)
                                                                                        : std::to_string(guards[i].sizes[d]));
@@ -583,6 +592,7 @@ class Tracer : public DispatchMode {
       const uint64_t dyn = dynamic_dims(slot, automatic);
       k += "in ";
       k += std::to_string(slot);
+      k += t.device().str();
       k += dtype_name(i->dtype);
       k += '[';
       for (size_t d = 0; d < i->sizes.size(); ++d) {
@@ -693,13 +703,19 @@ class Tracer : public DispatchMode {
     return e;
   }
 
+  // The graph reads meta tensors (the tracer's pending tensors took the
+  // inputs' device, so its values are all meta too).
+  bool on_meta() const {
+    return std::any_of(trace_.externals.begin(), trace_.externals.end(), [](const Tensor& t) { return t.is_meta(); });
+  }
+
   // The guards of the graph traced now.
   std::vector<InputGuard> input_guards() const {
     std::vector<InputGuard> g;
     for (size_t slot = 0; slot < trace_.externals.size(); ++slot) {
       const Tensor& x = trace_.externals[slot];
       const TensorImpl* i = x.impl();
-      g.push_back({i->dtype, i->sizes, i->strides, dynamic_dims(slot), x.requires_grad()});
+      g.push_back({x.device(), i->dtype, i->sizes, i->strides, dynamic_dims(slot), x.requires_grad()});
     }
     return g;
   }
@@ -712,7 +728,9 @@ class Tracer : public DispatchMode {
       const InputGuard &a = was[i], &b = now[i];
       std::ostringstream os;
       os << std::boolalpha;
-      if (a.dtype != b.dtype) os << "dtype mismatch" << input(i) << ". expected " << a.dtype << ", actual " << b.dtype;
+      if (a.device != b.device)
+        os << "device mismatch" << input(i) << ". expected " << a.device.str() << ", actual " << b.device.str();
+      else if (a.dtype != b.dtype) os << "dtype mismatch" << input(i) << ". expected " << a.dtype << ", actual " << b.dtype;
       else if (a.sizes.size() != b.sizes.size())
         os << "rank mismatch" << input(i) << ". expected " << a.sizes.size() << ", actual " << b.sizes.size();
       else if (a.requires_grad != b.requires_grad)
@@ -771,8 +789,11 @@ class Tracer : public DispatchMode {
     std::string warning;
     // Formulas bake sizes into attributes: with dynamic dims the graph is
     // replayed through autograd instead (Note [Compiled backward]).
-    if (records_grad(trace_) && !any_dynamic) build_backward(trace_, *plan, site_.options.backend, &warning);
-    compile_backend(site_.options.backend)(trace_, *plan, &warning);
+    // A graph of meta tensors computes no values: its ops run their shape
+    // functions one by one (the interpreter), forward and backward.
+    const std::string& backend = on_meta() ? std::string("interpreter") : site_.options.backend;
+    if (records_grad(trace_) && !any_dynamic) build_backward(trace_, *plan, backend, &warning);
+    compile_backend(backend)(trace_, *plan, &warning);
     std::vector<bool> keep = trace_.live;  // handed to the program, or read by the backward
     for (size_t v = 0; v < plan->saved.size(); ++v) keep[v] = keep[v] || plan->saved[v];
     for (int v = 0; v < trace_.num_values(); ++v) keep[plan->rep[v]] = keep[plan->rep[v]] || trace_.live[v];

@@ -334,6 +334,52 @@ TEST_F(Compile, GptBlockForwardAndBackward) {
   for (size_t i = 0; i < params.size(); ++i) expect_same(pc[i], pe[i], "block parameter " + std::to_string(i), 1e-4);
 }
 
+TEST_F(Compile, AGptTrainingStepCompilesOnMetaAndItsGraphIsNotReusedOnTheCpu) {
+  nn::GPTConfig c;
+  c.vocab_size = 37, c.block_size = 16, c.n_layer = 2, c.n_head = 2, c.n_embd = 24;
+  manual_seed(72);
+  nn::GPT cpu_model(c), eager_model(c);
+  eager_model.load_state_dict(cpu_model.state_dict());
+  nn::GPT meta_model = [&] {
+    const DefaultDeviceGuard meta(kMeta);
+    return nn::GPT(c);
+  }();
+  nn::GPT* model = &meta_model;
+  auto step = [&](const Tensor& idx, const Tensor& y) {
+    const Tensor loss = nn::cross_entropy(model->forward(idx).view({-1, c.vocab_size}), y.view({-1}));
+    loss.backward();
+    return loss;
+  };
+  const Tensor idx = randint(0, c.vocab_size, {3, 11}), y = randint(0, c.vocab_size, {3, 11});
+  const Tensor meta_idx = idx.to(kMeta), meta_y = y.to(kMeta);
+  // One graph, forward and backward, with no break.
+  const compiler::ExplainOutput e = compiler::explain(step, meta_idx, meta_y);
+  EXPECT_EQ(e.graph_count, 1) << e.to_string();
+  EXPECT_EQ(e.graph_break_count, 0) << e.to_string();
+  meta_model.zero_grad();
+  auto f = compile(step);
+  for (int call = 0; call < 2; ++call) {  // the second adds into the gradients
+    const Tensor loss = f(meta_idx, meta_y);
+    EXPECT_TRUE(loss.is_meta());
+    EXPECT_EQ(loss.dim(), 0);
+    for (const auto& [name, p] : meta_model.named_parameters()) {
+      ASSERT_TRUE(p.grad().defined()) << name;
+      EXPECT_TRUE(p.grad().is_meta()) << name;
+      EXPECT_EQ(p.grad().sizes(), p.sizes()) << name;
+    }
+  }
+  // The same program on the CPU: a device guard fails, so it compiles anew
+  // and computes what eager computes.
+  model = &cpu_model;
+  const int entries = f.cache_entries();
+  const Tensor loss = f(idx, y);
+  EXPECT_EQ(f.cache_entries(), entries + 1);
+  model = &eager_model;
+  expect_same(loss, step(idx, y), "cpu loss");
+  const auto got = cpu_model.named_parameters(), want = eager_model.named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) expect_same(got[i].second.grad(), want[i].second.grad(), got[i].first, 1e-4);
+}
+
 TEST_F(Compile, BackwardIsCompiledIntoOneNodePerGraph) {
   manual_seed(66);
   // Two results (one a view, one merged by CSE with an intermediate), an
@@ -364,6 +410,32 @@ TEST_F(Compile, BackwardIsCompiledIntoOneNodePerGraph) {
       expect_same(gc[1], ge[1], what + " dw", 1e-4);
     }
     EXPECT_EQ(f.cache_entries(), 1) << b;
+  }
+}
+
+TEST_F(Compile, ABackwardInsideTheStepAccumulatesIntoExistingGrads) {
+  // loss.backward() inside the compiled step, called twice without zeroing:
+  // the second call adds into .grad with add_, an in-place op that ends the
+  // graph (which once freed the trace the accumulation was still reading).
+  for (const char* b : {"cpp", "interpreter"}) {
+    manual_seed(71);
+    const Tensor w1 = randn({5, 7}).requires_grad_(), w2 = randn({7, 3}).requires_grad_();
+    const Tensor v1 = w1.detach().clone().requires_grad_(), v2 = w2.detach().clone().requires_grad_();
+    auto step_of = [](const Tensor& p, const Tensor& q) {
+      return [p, q](const Tensor& x) {
+        const Tensor loss = square(matmul(tanh(matmul(x, p)), q)).sum();
+        loss.backward();
+        return loss;
+      };
+    };
+    auto compiled = compile(step_of(w1, w2), backend(b));
+    const auto eager = step_of(v1, v2);
+    for (int call = 0; call < 3; ++call) {
+      const Tensor x = randn({4, 5});
+      expect_same(compiled(x), eager(x), std::string(b) + " loss " + std::to_string(call));
+      expect_same(w1.grad(), v1.grad(), std::string(b) + " w1.grad after call " + std::to_string(call), 1e-5);
+      expect_same(w2.grad(), v2.grad(), std::string(b) + " w2.grad after call " + std::to_string(call), 1e-5);
+    }
   }
 }
 
