@@ -80,6 +80,22 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
 Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(e^a + e^b), without overflow
 Tensor hypot(const Tensor& a, const Tensor& b);      // sqrt(a^2 + b^2), without overflow
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor trunc(const Tensor& x);  // integers unchanged
+Tensor frac(const Tensor& x);   // x - trunc(x)
+Tensor log_sigmoid(const Tensor& x);                              // log(sigmoid(x)), stable
+inline Tensor logsigmoid(const Tensor& x) { return log_sigmoid(x); }  // torch.nn.functional's name
+Tensor selu(const Tensor& x);
+Tensor copysign(const Tensor& a, const Tensor& b);  // |a| with b's sign (integers promote to float)
+// Python's // and % (the quotient rounded down, the remainder in b's sign);
+// integers stay integers, and integer division by zero is an error.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor isnan(const Tensor& x);     // bool
+Tensor isinf(const Tensor& x);     // bool
+Tensor isfinite(const Tensor& x);  // bool
 
 // `out=` forms: write into an existing tensor of the result's shape and dtype.
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);

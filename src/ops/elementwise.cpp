@@ -102,6 +102,61 @@ constexpr autograd::BackwardDef kLogAddExpBackward{[](const BackwardContext& c) 
 }, autograd::kSaveInputs};
 const OpDef& kLogAddExp = register_op(float_binary_def("logaddexp", &kLogAddExpBackward));
 
+// Unary ops declared with their backward; the derivatives as PyTorch's
+// derivatives.yaml.
+OpDef unary_def_with(const char* name, const autograd::BackwardDef* backward) {
+  OpDef def = unary_def(name);
+  def.backward = backward;
+  return def;
+}
+using autograd::kSaveInputs;
+using autograd::kSaveOutputs;
+using autograd::kSaveBoth;
+using autograd::kSaveNone;
+constexpr autograd::BackwardDef kLog2Backward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] / (c.inputs[0] * M_LN2)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kLog10Backward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] / (c.inputs[0] * M_LN10)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kExp2Backward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * c.outputs[0] * M_LN2}; }, kSaveOutputs};
+constexpr autograd::BackwardDef kTruncBackward{
+    [](const BackwardContext& c) -> Grads { return {zeros_like(c.grads[0])}; }, kSaveNone};
+constexpr autograd::BackwardDef kFracBackward{[](const BackwardContext& c) -> Grads { return {c.grads[0]}; },
+                                              kSaveNone};
+// d log(sigmoid(x)) / dx = 1 - sigmoid(x) = sigmoid(-x).
+constexpr autograd::BackwardDef kLogSigmoidBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * sigmoid(neg(c.inputs[0]))}; }, kSaveInputs};
+// selu' = scale for x > 0, else scale alpha e^x = y + scale alpha.
+constexpr double kSeluScale = 1.0507009873554804934193349852946, kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr autograd::BackwardDef kSeluBackward{[](const BackwardContext& c) -> Grads {
+  const Tensor& g = c.grads[0];
+  return {where(gt(c.inputs[0], wrapped_scalar(0.0)), g * kSeluScale, g * (c.outputs[0] + kSeluScale * kSeluAlpha))};
+}, kSaveBoth};
+const OpDef& kLog2 = register_op(unary_def_with("log2", &kLog2Backward));
+const OpDef& kLog10 = register_op(unary_def_with("log10", &kLog10Backward));
+const OpDef& kExp2 = register_op(unary_def_with("exp2", &kExp2Backward));
+const OpDef& kTrunc = register_op(unary_def_with("trunc", &kTruncBackward));
+const OpDef& kFrac = register_op(unary_def_with("frac", &kFracBackward));
+const OpDef& kLogSigmoid = register_op(unary_def_with("log_sigmoid", &kLogSigmoidBackward));
+const OpDef& kSelu = register_op(unary_def_with("selu", &kSeluBackward));
+
+// copysign: d/da = sign flip where one happened (y / a), 0 at a = 0; b gets none.
+constexpr autograd::BackwardDef kCopySignBackward{[](const BackwardContext& c) -> Grads {
+  const Tensor& a = c.inputs[0];
+  const Tensor ratio = where(eq(a, wrapped_scalar(0.0)), zeros_like(a), c.outputs[0] / a);
+  return {ops::sum_to(c.grads[0] * ratio, c.input_meta[0].sizes), Tensor()};
+}, kSaveBoth};
+// remainder = a - floor(a / b) b: d/da = 1, d/db = -floor(a / b).
+constexpr autograd::BackwardDef kRemainderBackward{[](const BackwardContext& c) -> Grads {
+  const Tensor& g = c.grads[0];
+  return {ops::sum_to(g, c.input_meta[0].sizes),
+          ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
+}, kSaveInputs};
+constexpr autograd::BackwardDef kNotDifferentiable{nullptr, kSaveNone};  // integer-valued (floor_divide)
+const OpDef& kCopySign = register_op(float_binary_def("copysign", &kCopySignBackward));
+const OpDef& kRemainder = register_op(float_binary_def("remainder", &kRemainderBackward));
+const OpDef& kFloorDivide = register_op(float_binary_def("floor_divide", &kNotDifferentiable));
+
 const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
                                                OpKind::Compute, ops::broadcast_all});
 const OpDef& kGeluTanhBackward = register_op(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
@@ -344,10 +399,44 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) { return lerp
 Tensor hypot(const Tensor& a, const Tensor& b) { return floating_binary(kHypot, a, b); }
 Tensor logaddexp(const Tensor& a, const Tensor& b) { return floating_binary(kLogAddExp, a, b); }
 
+Tensor log2(const Tensor& x) { return unary_float(kLog2, x); }
+Tensor log10(const Tensor& x) { return unary_float(kLog10, x); }
+Tensor exp2(const Tensor& x) { return unary_float(kExp2, x); }
+Tensor trunc(const Tensor& x) { return unary_numeric(kTrunc, x); }
+Tensor frac(const Tensor& x) { return unary_float(kFrac, x); }
+Tensor log_sigmoid(const Tensor& x) { return unary_float(kLogSigmoid, x); }
+Tensor selu(const Tensor& x) { return unary_float(kSelu, x); }
+Tensor copysign(const Tensor& a, const Tensor& b) { return binary(kCopySign, a, b, /*float_only=*/true); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary(kRemainder, a, b); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(kFloorDivide, a, b); }
+// Composites (each is its ops in a graph): NaN is the one value unequal to itself.
+Tensor isnan(const Tensor& x) { return ne(x, x); }
+Tensor isinf(const Tensor& x) {
+  return is_floating(x.dtype()) ? eq(abs(x), wrapped_scalar(INFINITY))
+                                : zeros(x.sizes(), TensorOptions(kBool).device(x.device()));
+}
+Tensor isfinite(const Tensor& x) {
+  return is_floating(x.dtype()) ? lt(abs(x), wrapped_scalar(INFINITY))
+                                : ones(x.sizes(), TensorOptions(kBool).device(x.device()));
+}
+
 namespace {
 const bool kPublicBindings = [] {
   ops::def<&hypot>(kHypot.schema);
   ops::def<&logaddexp>(kLogAddExp.schema);
+  ops::def<&log2>(kLog2.schema);
+  ops::def<&log10>(kLog10.schema);
+  ops::def<&exp2>(kExp2.schema);
+  ops::def<&trunc>(kTrunc.schema);
+  ops::def<&frac>(kFrac.schema);
+  ops::def<&log_sigmoid>(kLogSigmoid.schema);
+  ops::def<&selu>(kSelu.schema);
+  ops::def<&copysign>("copysign.Tensor(Tensor self, Tensor other) -> Tensor");
+  ops::def<&remainder>("remainder.Tensor(Tensor self, Tensor other) -> Tensor");
+  ops::def<&floor_divide>(kFloorDivide.schema);
+  ops::def<&isnan>("isnan(Tensor self) -> Tensor");
+  ops::def<&isinf>("isinf(Tensor self) -> Tensor");
+  ops::def<&isfinite>("isfinite(Tensor self) -> Tensor");
   return true;
 }();
 }  // namespace

@@ -66,7 +66,9 @@ std::vector<Case> cases() {
       {"sin", &sin},     {"cos", &cos},       {"tanh", &tanh},         {"sigmoid", &sigmoid}, {"relu", &relu},
       {"silu", &silu},   {"erf", &erf},       {"floor", &floor},       {"ceil", &ceil},   {"round", &round},
       {"square", &square}, {"logical_not", &logical_not}, {"hardsigmoid", &hardsigmoid},
-      {"hardswish", &hardswish}, {"mish", &mish}};
+      {"hardswish", &hardswish}, {"mish", &mish}, {"log2", &log2}, {"log10", &log10}, {"exp2", &exp2},
+      {"trunc", &trunc}, {"frac", &frac}, {"log_sigmoid", &log_sigmoid}, {"selu", &selu}, {"isnan", &isnan},
+      {"isinf", &isinf}, {"isfinite", &isfinite}};
   for (const auto& [name, f] : unary) {
     c.push_back({name, {x}, {}, [=] { return one(f(x)); }});
     c.push_back({name, {xt}, {}, [=] { return one(f(xt)); }});
@@ -86,7 +88,8 @@ std::vector<Case> cases() {
       {"fmod.Tensor", &fmod}, {"eq.Tensor", &eq},     {"ne.Tensor", &ne},            {"lt.Tensor", &lt},
       {"le.Tensor", &le},     {"gt.Tensor", &gt},     {"ge.Tensor", &ge},            {"logical_and", &logical_and},
       {"logical_or", &logical_or}, {"logical_xor", &logical_xor}, {"matmul", &matmul}, {"mm", &mm},
-      {"hypot", &hypot}};
+      {"hypot", &hypot}, {"copysign.Tensor", &copysign}, {"remainder.Tensor", &remainder},
+      {"floor_divide", &floor_divide}};
   for (const auto& [name, f] : binary) {
     const bool gemm = std::string(name) == "matmul" || std::string(name) == "mm";
     const Tensor b = gemm ? m45 : row;

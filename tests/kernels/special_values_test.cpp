@@ -69,6 +69,13 @@ std::vector<EdgeCase> edge_cases() {
        [](double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }, 2, -5, 5},
       {"mish", [](const Tensor& x) { return mish(x); },
        [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, 8, -30, 30},
+      {"log2", [](const Tensor& x) { return log2(x); }, [](double x) { return std::log2(x); }, 4, 1e-6, 1e6},
+      {"log10", [](const Tensor& x) { return log10(x); }, [](double x) { return std::log10(x); }, 4, 1e-6, 1e6},
+      {"exp2", [](const Tensor& x) { return exp2(x); }, [](double x) { return std::exp2(x); }, 4, -150, 128},
+      {"log_sigmoid", [](const Tensor& x) { return log_sigmoid(x); },
+       [](double x) { return std::min(x, 0.0) - std::log1p(std::exp(-std::fabs(x))); }, 4, -100, 100},
+      {"selu", [](const Tensor& x) { return selu(x); },
+       [](double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * std::expm1(x)); }, 4, -20, 20},
   };
 }
 

@@ -47,6 +47,18 @@ inline T binary_integer(T a, T b, T alpha) {
   else if constexpr (OP == BinaryOp::Fmod) {
     if (b == 0) fail("fmod", "integer division by zero");
     return static_cast<T>(a % b);
+  } else if constexpr (OP == BinaryOp::Remainder || OP == BinaryOp::FloorDivide) {
+    // Python's % and //: the quotient rounded down, the remainder in b's sign.
+    if (b == 0) fail(OP == BinaryOp::Remainder ? "remainder" : "floor_divide", "ZeroDivisionError: integer division by zero");
+    if constexpr (std::is_signed_v<T>) {
+      // a / -1 overflows at the minimum: negate in unsigned arithmetic (it wraps, as PyTorch's result does).
+      using U = std::make_unsigned_t<T>;
+      if (b == T(-1)) return OP == BinaryOp::Remainder ? T(0) : static_cast<T>(static_cast<U>(U(0) - static_cast<U>(a)));
+    }
+    const T r = static_cast<T>(a % b);
+    const bool adjust = r != 0 && ((r < 0) != (b < 0));
+    if constexpr (OP == BinaryOp::Remainder) return adjust ? static_cast<T>(r + b) : r;
+    else return static_cast<T>(a / b - (adjust ? 1 : 0));
   } else {
     fail("elementwise", "this op takes floating-point tensors only");  // the front ends promote first
   }

@@ -88,6 +88,22 @@ KILN_PW_INLINE float exp_upto89_f(float x) {
 
 KILN_PW_INLINE float exp_f(float x) { return exp_upto89_f(x > 89.0f ? 89.0f : x); }
 
+// 2^x = 2^k 2^r with k = round(x) and r = x - k exact (|r| <= 1/2); 2^r =
+// e^(r ln 2) with r ln 2 carried as hi + lo (lo by one fused multiply-add),
+// e^(hi + lo) = e^hi (1 + lo). x is clamped to [-151, 129] (2^-151 rounds to
+// 0, 2^128 overflows); the scaling as in exp. Exact at integers.
+KILN_PW_INLINE float exp2_f(float x) {
+  const float xc = x < -151.0f ? -151.0f : (x > 129.0f ? 129.0f : x);
+  i32 k;
+  const float r = xc - round_shift(xc, k);
+  const float hi = r * 0.693147182f;
+  const float lo = mad(r, 0.693147182f, -hi) + r * -1.90465421e-09f;
+  const float q = expm1_core(hi);
+  const float p = 1.0f + mad(q, lo, q + lo);  // e^hi (1 + lo) - 1 = q + lo + q lo
+  const i32 k1 = k >> 1;
+  return (p * pow2i(k1)) * pow2i(k - k1);
+}
+
 // e^x - 1: 2^k (q + 1) - 1 = 2^k q + (2^k - 1) with q = e^r - 1, both terms
 // exact up to the last addition; k = 0 gives q itself (tiny x exact), and
 // -0 stays -0. Below -30 the result rounds to -1; from k = 100 the split
@@ -109,24 +125,55 @@ KILN_PW_INLINE float expm1_f(float x) {
 // s = f / (2 + f), log(1 + f) = f - hfsq + s (hfsq + R(s^2)), hfsq = f^2 / 2,
 // R the series of 2 atanh(s) - 2s - s^3 .. past its first terms (Taylor to
 // s^9; truncation below 1e-9 relative). Subnormal x is scaled by 2^23 first.
-KILN_PW_INLINE float log_f(float x) {
+// x = 2^k m: k (as a float) and log(m) - (m - 1)'s parts; with f = m - 1,
+// log(m) = f - hfsq + s (hfsq + R).
+struct LogParts {
+  float dk, f, hfsq, s, R;
+};
+KILN_PW_INLINE LogParts log_parts(float x) {
   const bool sub = static_cast<i32>(to_bits(x)) < 0x00800000;  // subnormal (or zero, or negative: special)
   const float xs = sub ? x * 8388608.0f : x;
   // Shifting by 1 - sqrt(1/2)'s bits puts m's split at sqrt(1/2).
   const u32 ix = to_bits(xs) + (0x3f800000u - 0x3f3504f3u);
   const i32 k = static_cast<i32>(ix >> 23) - (sub ? 150 : 127);
   const float m = from_bits((ix & 0x007fffffu) + 0x3f3504f3u);
-  const float f = m - 1.0f;
-  const float s = f / (2.0f + f);
-  const float z = s * s;
-  const float R = z * mad(z, mad(z, mad(z, 0.222222222f, 0.285714286f), 0.4f), 0.666666667f);
-  const float hfsq = 0.5f * f * f;
-  const float dk = static_cast<float>(k);
-  const float r = mad(dk, 0.693145751953125f, (f - hfsq) + mad(s, hfsq + R, dk * 1.42860677e-06f));
-  // Not a positive finite number (+-0, negative, inf, NaN): one unsigned compare.
+  LogParts p;
+  p.f = m - 1.0f;
+  p.s = p.f / (2.0f + p.f);
+  const float z = p.s * p.s;
+  p.R = z * mad(z, mad(z, mad(z, 0.222222222f, 0.285714286f), 0.4f), 0.666666667f);
+  p.hfsq = 0.5f * p.f * p.f;
+  p.dk = static_cast<float>(k);
+  return p;
+}
+
+// The log of a number that is not positive and finite (+-0, negative, inf,
+// NaN: one unsigned compare), else `r`; for log, log2 and log10.
+KILN_PW_INLINE float log_special(float x, float r) {
   const bool special = to_bits(x) - 1u >= 0x7f7fffffu;
   const float value = x == 0.0f ? -inf_f() : (x == inf_f() ? x : nan_f());
   return special ? value : r;
+}
+
+KILN_PW_INLINE float log_f(float x) {
+  const LogParts p = log_parts(x);
+  const float r = mad(p.dk, 0.693145751953125f, (p.f - p.hfsq) + mad(p.s, p.hfsq + p.R, p.dk * 1.42860677e-06f));
+  return log_special(x, r);
+}
+
+// log2(x) = k + log(m) / ln 2: exact at powers of two (m = 1).
+KILN_PW_INLINE float log2_f(float x) {
+  const LogParts p = log_parts(x);
+  const float t = (p.f - p.hfsq) + p.s * (p.hfsq + p.R);
+  return log_special(x, p.dk + mad(t, 1.44269502f, t * 1.92596299e-08f));
+}
+
+// log10(x) = k log10(2) + log(m) / ln 10, log10(2) in two parts (the first
+// with 13 significant bits, so k times it is exact).
+KILN_PW_INLINE float log10_f(float x) {
+  const LogParts p = log_parts(x);
+  const float t = (p.f - p.hfsq) + p.s * (p.hfsq + p.R);
+  return log_special(x, mad(p.dk, 0.301025390625f, mad(t, 0.434294482f, p.dk * 4.60503898e-06f)));
 }
 
 // log(1 + x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second
@@ -392,6 +439,43 @@ struct Ceil {
   KILN_PW_INLINE static float f(float x) { return __builtin_ceilf(x); }
   KILN_PW_INLINE static double f(double x) { return __builtin_ceil(x); }
 };
+struct Log2 {
+  KILN_PW_INLINE static float f(float x) { return log2_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_log2(x); }
+};
+struct Log10 {
+  KILN_PW_INLINE static float f(float x) { return log10_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_log10(x); }
+};
+struct Exp2 {
+  KILN_PW_INLINE static float f(float x) { return exp2_f(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_exp2(x); }
+};
+struct Trunc {
+  KILN_PW_INLINE static float f(float x) { return __builtin_truncf(x); }
+  KILN_PW_INLINE static double f(double x) { return __builtin_trunc(x); }
+};
+// x - trunc(x): NaN for +-inf, as in PyTorch.
+struct Frac {
+  KILN_PW_INLINE static float f(float x) { return x - __builtin_truncf(x); }
+  KILN_PW_INLINE static double f(double x) { return x - __builtin_trunc(x); }
+};
+// log(sigmoid(x)) = min(x, 0) - log(1 + e^-|x|): no overflow, no cancellation.
+struct LogSigmoid {
+  KILN_PW_INLINE static float f(float x) { return (x < 0.0f ? x : 0.0f) - log1p_f(exp_upto89_f(-__builtin_fabsf(x))); }
+  KILN_PW_INLINE static double f(double x) {
+    return (x < 0.0 ? x : 0.0) - __builtin_log1p(__builtin_exp(-__builtin_fabs(x)));
+  }
+};
+// scale (x > 0 ? x : alpha (e^x - 1)) with PyTorch's constants.
+struct Selu {
+  static constexpr double kAlpha = 1.6732632423543772848170429916717;
+  static constexpr double kScale = 1.0507009873554804934193349852946;
+  KILN_PW_INLINE static float f(float x) {
+    return static_cast<float>(kScale) * (x > 0.0f ? x : static_cast<float>(kAlpha) * expm1_f(x));
+  }
+  KILN_PW_INLINE static double f(double x) { return kScale * (x > 0.0 ? x : kAlpha * __builtin_expm1(x)); }
+};
 struct Round {  // half to even
   KILN_PW_INLINE static float f(float x) { return __builtin_rintf(x); }
   KILN_PW_INLINE static double f(double x) { return __builtin_rint(x); }
@@ -510,6 +594,45 @@ struct LogAddExp {
     return a == b && __builtin_fabs(a) == __builtin_inf() ? a : (a != a || b != b ? a + b : r);
   }
 };
+struct CopySign {
+  KILN_PW_INLINE static float f(float a, float b) { return __builtin_copysignf(a, b); }
+  KILN_PW_INLINE static double f(double a, double b) { return __builtin_copysign(a, b); }
+};
+// Python's a % b: fmod's remainder moved into b's sign (NaN for b = 0).
+struct Remainder {
+  KILN_PW_INLINE static float f(float a, float b) {
+    const float m = __builtin_fmodf(a, b);
+    return m != 0.0f && (b < 0.0f) != (m < 0.0f) ? m + b : m;
+  }
+  KILN_PW_INLINE static double f(double a, double b) {
+    const double m = __builtin_fmod(a, b);
+    return m != 0.0 && (b < 0.0) != (m < 0.0) ? m + b : m;
+  }
+};
+// Python's a // b as PyTorch computes it for floats: (a - fmod(a, b)) / b
+// is exact up to one rounding, moved down by one where fmod's sign differs
+// from b's, then rounded to the nearest integer; a zero keeps a / b's sign;
+// b = 0 gives a / b (+-inf or NaN).
+struct FloorDivide {
+  KILN_PW_INLINE static float f(float a, float b) {
+    const float m = __builtin_fmodf(a, b);
+    float d = (a - m) / b;
+    d = m != 0.0f && (b < 0.0f) != (m < 0.0f) ? d - 1.0f : d;
+    const float fl = __builtin_floorf(d);
+    const float r = d - fl > 0.5f ? fl + 1.0f : fl;
+    const float q = a / b;
+    return b == 0.0f ? q : (d == 0.0f ? __builtin_copysignf(0.0f, q) : r);
+  }
+  KILN_PW_INLINE static double f(double a, double b) {
+    const double m = __builtin_fmod(a, b);
+    double d = (a - m) / b;
+    d = m != 0.0 && (b < 0.0) != (m < 0.0) ? d - 1.0 : d;
+    const double fl = __builtin_floor(d);
+    const double r = d - fl > 0.5 ? fl + 1.0 : fl;
+    const double q = a / b;
+    return b == 0.0 ? q : (d == 0.0 ? __builtin_copysign(0.0, q) : r);
+  }
+};
 struct Maximum {
   KILN_PW_INLINE static float f(float a, float b) { return a != a || b != b ? a + b : (a > b ? a : b); }
   KILN_PW_INLINE static double f(double a, double b) { return a != a || b != b ? a + b : (a > b ? a : b); }
@@ -562,10 +685,12 @@ struct GeluTanhBackward {
   X(Sigmoid, "sigmoid") X(Relu, "relu") X(GeluErf, "gelu") X(GeluTanh, "gelu_tanh") X(Silu, "silu")           \
   X(Erf, "erf") X(Floor, "floor") X(Ceil, "ceil") X(Round, "round") X(Square, "square") X(Clamp, "clamp")     \
   X(LeakyRelu, "leaky_relu") X(Elu, "elu") X(Softplus, "softplus") X(Hardtanh, "hardtanh")                   \
-  X(Hardsigmoid, "hardsigmoid") X(Hardswish, "hardswish") X(Mish, "mish")
+  X(Hardsigmoid, "hardsigmoid") X(Hardswish, "hardswish") X(Mish, "mish") X(Log2, "log2") X(Log10, "log10") \
+  X(Exp2, "exp2") X(Trunc, "trunc") X(Frac, "frac") X(LogSigmoid, "log_sigmoid") X(Selu, "selu")
 #define KILN_POINTWISE_BINARY(X)                                                                              \
   X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Pow, "pow") X(Maximum, "maximum")                 \
   X(Minimum, "minimum") X(Fmod, "fmod") X(GeluBackward, "gelu_backward") X(GeluTanhBackward, "gelu_tanh_backward") \
-  X(Hypot, "hypot") X(LogAddExp, "logaddexp")
+  X(Hypot, "hypot") X(LogAddExp, "logaddexp") X(CopySign, "copysign") X(Remainder, "remainder")             \
+  X(FloorDivide, "floor_divide")
 
 #endif  // KILN_POINTWISE_MATH_H_
