@@ -370,6 +370,7 @@ Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups,
     struct Line {
       int phase;
       std::string text;
+      std::string fast_text = {};  // through a fast form (fast_expression), where it differs
     };
     std::vector<Line> elem_lines, row_lines;  // per element (inside passes) / per row
     std::set<int64_t> col_breaks;             // slice_backward column ranges' ends
@@ -486,7 +487,9 @@ Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups,
           const std::string w = std::to_string(end - start), a = std::to_string(start), b = std::to_string(end);
           e = "(c >= " + a + " && c < " + b + " ? " + operand(x, 'q') + "[r * " + w + " + c - " + a + "] : 0.0f)";
         }
-        (elem ? elem_lines : row_lines).push_back({ph, "const float " + v + " = " + e + ";"});
+        const std::string fast = n.op->kind == OpKind::View || n.op->name == "slice_backward" ? "" : fast_expression(n, opnd);
+        (elem ? elem_lines : row_lines)
+            .push_back({ph, "const float " + v + " = " + e + ";", fast.empty() ? "" : "const float " + v + " = " + fast + ";"});
         phase[out] = ph;
       }
       name[out] = v;
@@ -545,6 +548,28 @@ Generated generate(const Trace& t, const Plan& plan, std::vector<Group>& groups,
       if (k->in_place[i] < 0 && !is_col_sum(i)) src << "  float* __restrict out" << i << " = out[" << i << "];\n";
     for (size_t i = 0; i < k->scalars.size(); ++i) src << "  const float s" << i << " = s[" << i << "];\n";
     src << "  (void)in; (void)s; (void)out;\n";
+    const bool fast_forms = std::any_of(elem_lines.begin(), elem_lines.end(), [](const Line& l) { return !l.fast_text.empty(); });
+    const bool overwrites_input = std::any_of(k->in_place.begin(), k->in_place.end(), [](int i) { return i >= 0; });
+    if (grp.flat && fast_forms && !overwrites_input) {
+      // Blocks of 64 through the fast forms (sin, cos), again through the
+      // full functions when an argument was beyond a fast form's range: the
+      // same results (the functions' selects are their definition), as the
+      // eager kernel computes them. Not where an output overwrites an input
+      // (the second run would read it).
+      auto body = [&](bool fast) {
+        for (const Line& l : elem_lines) src << "      " << (fast && !l.fast_text.empty() ? l.fast_text : l.text) << "\n";
+        for (const std::string& st : elem_stores) src << "      " << st << "\n";
+      };
+      src << "  for (int64_t b0 = lo; b0 < hi; b0 += 64) {\n    const int64_t b1 = b0 + 64 < hi ? b0 + 64 : hi;\n"
+          << "    kiln::pointwise::u32 beyond = 0;\n#pragma omp simd reduction(| : beyond)\n"
+          << "    for (int64_t j = b0; j < b1; ++j) {\n";
+      body(true);
+      src << "    }\n    if (beyond) {\n#pragma omp simd\n    for (int64_t j = b0; j < b1; ++j) {\n";
+      body(false);
+      src << "    }\n    }\n  }\n}\n\n";
+      kernels.push_back(k);
+      continue;
+    }
     if (grp.flat) {
       src << "#pragma omp simd\n  for (int64_t j = lo; j < hi; ++j) {\n";
       for (const Line& l : elem_lines) src << "    " << l.text << "\n";

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <string_view>
+
+#include "kernels/cpu/pointwise_math.h"
 
 namespace kiln::compiler::detail {
 namespace {
@@ -26,7 +29,21 @@ std::string float_literal(float v) {
   return v < 0 ? "(" + std::string(buf) + ")" : buf;
 }
 
+// The unary functors with a fast form (f_fast on |x| <= kFastMax), by op name.
+bool has_fast_form(std::string_view op) {
+#define KILN_FAST_FORM(functor, name) \
+  if (op == name) return pointwise::kHasFastForm<pointwise::functor>;
+  KILN_POINTWISE_UNARY(KILN_FAST_FORM)
+#undef KILN_FAST_FORM
+  return false;
+}
+
 }  // namespace
+
+std::string fast_expression(const TracedNode& n, const std::vector<std::string>& operands) {
+  if (operands.size() != 1 || !has_fast_form(n.op->name)) return "";
+  return std::string("kiln::pointwise::fast_form<") + n.op->pointwise + ">(" + operands[0] + ", beyond)";
+}
 
 bool fusable_pointwise(const TracedNode& n) {
   if (!n.op->pointwise) return false;

@@ -15,6 +15,10 @@ namespace kiln::compiler::detail {
 bool fusable_pointwise(const TracedNode& n);
 // C++ for node n on its operands' expressions; n is fusable_pointwise.
 std::string expression(const TracedNode& n, const std::vector<std::string>& operands);
+// For an op whose functor has a fast form on part of its range (sin, cos):
+// the expression through it, which sets the generated loop's `beyond` for
+// an argument outside that range; "" for any other op.
+std::string fast_expression(const TracedNode& n, const std::vector<std::string>& operands);
 // pointwise_math.h's text (generated/pointwise_math_text.cpp).
 extern const char* const kPointwiseMathSource;
 

@@ -15,11 +15,10 @@
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::simd::HWY_NAMESPACE {
 
-// Functors with a cheaper form on a common range (sin and cos: the argument
-// reduction below kSinCosFastMax) run blocks that lie wholly in that range
-// through it; the result is the same, the select in f being the definition.
-template <class F>
-concept HasFastRange = requires(float x) { F::f_fast(x); F::kFastMax; };
+// Functors with a cheaper form on a common range (pointwise::kHasFastForm:
+// sin and cos, the argument reduction below kSinCosFastMax) run blocks that
+// lie wholly in that range through it; the result is the same, the select
+// in f being the definition.
 
 constexpr size_t kBlock = 64;
 
@@ -31,7 +30,7 @@ HWY_INLINE void UnaryBlock(const float* in, float* out, size_t n, float lo, floa
   } else if constexpr (requires { F::f(0.0f, 0.0f); }) {
 #pragma omp simd
     for (size_t i = 0; i < n; ++i) out[i] = F::f(in[i], lo);
-  } else if constexpr (HasFastRange<F>) {
+  } else if constexpr (pointwise::kHasFastForm<F>) {
     uint32_t widest = 0;  // the largest |x|'s bits (NaN's are larger than any number's)
 #pragma omp simd reduction(max : widest)
     for (size_t i = 0; i < n; ++i) widest = std::max(widest, pointwise::to_bits(in[i]) & 0x7fffffffu);

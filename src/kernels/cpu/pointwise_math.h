@@ -674,6 +674,26 @@ struct GeluTanhBackward {
   }
 };
 
+// For the loops kiln::compile generates, which run a block of elements
+// through the ops' fast forms and again through f only when some argument
+// was out of a fast form's range (as the eager kernel checks its blocks):
+// F's fast form where it has one, setting `beyond` for an argument out of
+// its range, else F's only form.
+// (C++17, as the generated sources are compiled: no concept.)
+template <class F, class = void>
+inline constexpr bool kHasFastForm = false;
+template <class F>
+inline constexpr bool kHasFastForm<F, decltype((void)F::f_fast(0.0f), (void)F::kFastMax)> = true;
+template <class F>
+KILN_PW_INLINE float fast_form(float x, u32& beyond) {
+  if constexpr (kHasFastForm<F>) {
+    beyond |= (to_bits(x) & 0x7fffffffu) > to_bits(F::kFastMax) ? 1u : 0u;
+    return F::f_fast(x);
+  } else {
+    return F::f(x);
+  }
+}
+
 }  // namespace kiln::pointwise
 
 // The elementwise ops by family: X(functor, op name). The op codes
