@@ -96,6 +96,9 @@ Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor isnan(const Tensor& x);     // bool
 Tensor isinf(const Tensor& x);     // bool
 Tensor isfinite(const Tensor& x);  // bool
+// NaN -> nan, +inf -> posinf, -inf -> neginf (defaults: 0, the dtype's largest and lowest finite values).
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
 
 // `out=` forms: write into an existing tensor of the result's shape and dtype.
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, Scalar alpha = 1);

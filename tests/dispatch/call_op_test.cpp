@@ -110,6 +110,7 @@ std::vector<Case> cases() {
   c.push_back({"masked_fill.Scalar", {x, mask, -1.5}, {}, [=] { return one(masked_fill(x, mask, -1.5)); }});
   c.push_back({"lerp.Tensor", {x, m34, pos}, {}, [=] { return one(lerp(x, m34, pos)); }});
   c.push_back({"logaddexp", {x, row}, {}, [=] { return one(logaddexp(x, row)); }});
+  c.push_back({"nan_to_num", {x}, {{"posinf", 1.0}}, [=] { return one(nan_to_num(x, 0.0, 1.0)); }});
   c.push_back({"lerp.Scalar", {x, m34, 0.25}, {}, [=] { return one(lerp(x, m34, 0.25)); }});
   const Tensor ints = randint(0, 5, {4});
   c.push_back({"result_type.Tensor", {ints, x.to(kFloat16)}, {}, [=] { return Results{dtype_code(result_type(ints, x.to(kFloat16)))}; }});

@@ -156,6 +156,21 @@ TEST(ElementwiseMath, IsnanIsinfIsfinite) {
   EXPECT_EQ(values(isfinite(arange(3))), (std::vector<double>{1, 1, 1}));
 }
 
+TEST(ElementwiseMath, NanToNum) {
+  const Tensor x = tensor<float>({1.5f, NAN, INFINITY, -INFINITY, -0.0f});
+  expect_close(nan_to_num(x), {1.5, 0, FLT_MAX, -FLT_MAX, 0}, 0, 0, "defaults");
+  expect_close(nan_to_num(x, 2.0, 3.0, -4.0), {1.5, 2, 3, -4, 0}, 0, 0, "given");
+  expect_close(nan_to_num(x.to(kFloat64).view({5, 1}).t(), std::nullopt, 7.0), {1.5, 0, 7, -DBL_MAX, 0}, 0, 0, "float64");
+  expect_close(nan_to_num(x.to(kFloat16)), {1.5, 0, 65504, -65504, 0}, 0, 0, "float16");
+  EXPECT_EQ(nan_to_num(x.to(kFloat16)).dtype(), kFloat16);
+  EXPECT_EQ(values(nan_to_num(arange(3))), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(nan_to_num(empty({0, 2})).sizes(), Shape({0, 2}));
+  // The gradient flows where x is finite.
+  const Tensor l = tensor<double>({1.0, NAN, INFINITY, 2.0}).requires_grad_();
+  nan_to_num(l).sum().backward();
+  EXPECT_EQ(values(l.grad()), (std::vector<double>{1, 0, 0, 1}));
+}
+
 TEST(ElementwiseMath, Gradients) {
   manual_seed(2813);
   auto leaf = [](const Tensor& t) { return t.detach().requires_grad_(); };
