@@ -76,7 +76,7 @@ const OpDef& kFmod = register_op(binary_def("fmod"));
 // binding for call_op beside them: with the functor in pointwise_math.h,
 // the whole of such an op is this declaration, its front end below and its
 // line in ops.h (docs/ARCHITECTURE.md, "Add an op").
-OpDef float_binary_def(const char* name, const autograd::BackwardDef* backward) {
+OpDef binary_def_with(const char* name, const autograd::BackwardDef* backward) {
   OpDef def = binary_def(name);
   def.backward = backward;
   return def;
@@ -90,7 +90,7 @@ constexpr autograd::BackwardDef kHypotBackward{[](const BackwardContext& c) -> G
   const Tensor& h = c.outputs[0];
   return {ops::sum_to(g * a / h, c.input_meta[0].sizes), ops::sum_to(g * b / h, c.input_meta[1].sizes)};
 }, autograd::kSaveBoth};
-const OpDef& kHypot = register_op(float_binary_def("hypot", &kHypotBackward));
+const OpDef& kHypot = register_op(binary_def_with("hypot", &kHypotBackward));
 
 // d logaddexp / da = 1 / (1 + e^(b - a)) (1/2 each at a == b).
 constexpr autograd::BackwardDef kLogAddExpBackward{[](const BackwardContext& c) -> Grads {
@@ -100,7 +100,7 @@ constexpr autograd::BackwardDef kLogAddExpBackward{[](const BackwardContext& c) 
   return {ops::sum_to(g / (exp(b - a) + 1), c.input_meta[0].sizes),
           ops::sum_to(g / (exp(a - b) + 1), c.input_meta[1].sizes)};
 }, autograd::kSaveInputs};
-const OpDef& kLogAddExp = register_op(float_binary_def("logaddexp", &kLogAddExpBackward));
+const OpDef& kLogAddExp = register_op(binary_def_with("logaddexp", &kLogAddExpBackward));
 
 // Unary ops declared with their backward; the derivatives as PyTorch's
 // derivatives.yaml.
@@ -126,7 +126,8 @@ constexpr autograd::BackwardDef kFracBackward{[](const BackwardContext& c) -> Gr
 // d log(sigmoid(x)) / dx = 1 - sigmoid(x) = sigmoid(-x).
 constexpr autograd::BackwardDef kLogSigmoidBackward{
     [](const BackwardContext& c) -> Grads { return {c.grads[0] * sigmoid(neg(c.inputs[0]))}; }, kSaveInputs};
-// selu' = scale for x > 0, else scale alpha e^x = y + scale alpha.
+// selu' = scale for x > 0, else scale alpha e^x = y + scale alpha (the constants
+// of pointwise_math.h's Selu).
 constexpr double kSeluScale = 1.0507009873554804934193349852946, kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr autograd::BackwardDef kSeluBackward{[](const BackwardContext& c) -> Grads {
   const Tensor& g = c.grads[0];
@@ -153,9 +154,9 @@ constexpr autograd::BackwardDef kRemainderBackward{[](const BackwardContext& c) 
           ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
 }, kSaveInputs};
 constexpr autograd::BackwardDef kNotDifferentiable{nullptr, kSaveNone};  // integer-valued (floor_divide)
-const OpDef& kCopySign = register_op(float_binary_def("copysign", &kCopySignBackward));
-const OpDef& kRemainder = register_op(float_binary_def("remainder", &kRemainderBackward));
-const OpDef& kFloorDivide = register_op(float_binary_def("floor_divide", &kNotDifferentiable));
+const OpDef& kCopySign = register_op(binary_def_with("copysign", &kCopySignBackward));
+const OpDef& kRemainder = register_op(binary_def_with("remainder", &kRemainderBackward));
+const OpDef& kFloorDivide = register_op(binary_def_with("floor_divide", &kNotDifferentiable));
 
 const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
                                                OpKind::Compute, ops::broadcast_all});
