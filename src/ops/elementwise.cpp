@@ -76,8 +76,7 @@ const OpDef& kFmod = register_op(binary_def("fmod"));
 // binding for call_op beside them: with the functor in pointwise_math.h,
 // the whole of such an op is this declaration, its front end below and its
 // line in ops.h (docs/ARCHITECTURE.md, "Add an op").
-OpDef binary_def_with(const char* name, const autograd::BackwardDef* backward) {
-  OpDef def = binary_def(name);
+OpDef with_backward(OpDef def, const autograd::BackwardDef* backward) {
   def.backward = backward;
   return def;
 }
@@ -90,7 +89,7 @@ constexpr autograd::BackwardDef kHypotBackward{[](const BackwardContext& c) -> G
   const Tensor& h = c.outputs[0];
   return {ops::sum_to(g * a / h, c.input_meta[0].sizes), ops::sum_to(g * b / h, c.input_meta[1].sizes)};
 }, autograd::kSaveBoth};
-const OpDef& kHypot = register_op(binary_def_with("hypot", &kHypotBackward));
+const OpDef& kHypot = register_op(with_backward(binary_def("hypot"), &kHypotBackward));
 
 // d logaddexp / da = 1 / (1 + e^(b - a)) (1/2 each at a == b).
 constexpr autograd::BackwardDef kLogAddExpBackward{[](const BackwardContext& c) -> Grads {
@@ -100,15 +99,10 @@ constexpr autograd::BackwardDef kLogAddExpBackward{[](const BackwardContext& c) 
   return {ops::sum_to(g / (exp(b - a) + 1), c.input_meta[0].sizes),
           ops::sum_to(g / (exp(a - b) + 1), c.input_meta[1].sizes)};
 }, autograd::kSaveInputs};
-const OpDef& kLogAddExp = register_op(binary_def_with("logaddexp", &kLogAddExpBackward));
+const OpDef& kLogAddExp = register_op(with_backward(binary_def("logaddexp"), &kLogAddExpBackward));
 
 // Unary ops declared with their backward; the derivatives as PyTorch's
 // derivatives.yaml.
-OpDef unary_def_with(const char* name, const autograd::BackwardDef* backward) {
-  OpDef def = unary_def(name);
-  def.backward = backward;
-  return def;
-}
 using autograd::kSaveInputs;
 using autograd::kSaveOutputs;
 using autograd::kSaveBoth;
@@ -133,13 +127,13 @@ constexpr autograd::BackwardDef kSeluBackward{[](const BackwardContext& c) -> Gr
   const Tensor& g = c.grads[0];
   return {where(gt(c.inputs[0], wrapped_scalar(0.0)), g * kSeluScale, g * (c.outputs[0] + kSeluScale * kSeluAlpha))};
 }, kSaveBoth};
-const OpDef& kLog2 = register_op(unary_def_with("log2", &kLog2Backward));
-const OpDef& kLog10 = register_op(unary_def_with("log10", &kLog10Backward));
-const OpDef& kExp2 = register_op(unary_def_with("exp2", &kExp2Backward));
-const OpDef& kTrunc = register_op(unary_def_with("trunc", &kTruncBackward));
-const OpDef& kFrac = register_op(unary_def_with("frac", &kFracBackward));
-const OpDef& kLogSigmoid = register_op(unary_def_with("log_sigmoid", &kLogSigmoidBackward));
-const OpDef& kSelu = register_op(unary_def_with("selu", &kSeluBackward));
+const OpDef& kLog2 = register_op(with_backward(unary_def("log2"), &kLog2Backward));
+const OpDef& kLog10 = register_op(with_backward(unary_def("log10"), &kLog10Backward));
+const OpDef& kExp2 = register_op(with_backward(unary_def("exp2"), &kExp2Backward));
+const OpDef& kTrunc = register_op(with_backward(unary_def("trunc"), &kTruncBackward));
+const OpDef& kFrac = register_op(with_backward(unary_def("frac"), &kFracBackward));
+const OpDef& kLogSigmoid = register_op(with_backward(unary_def("log_sigmoid"), &kLogSigmoidBackward));
+const OpDef& kSelu = register_op(with_backward(unary_def("selu"), &kSeluBackward));
 
 // copysign: d/da = sign flip where one happened (y / a), 0 at a = 0; b gets none.
 constexpr autograd::BackwardDef kCopySignBackward{[](const BackwardContext& c) -> Grads {
@@ -154,9 +148,9 @@ constexpr autograd::BackwardDef kRemainderBackward{[](const BackwardContext& c) 
           ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
 }, kSaveInputs};
 constexpr autograd::BackwardDef kNotDifferentiable{nullptr, kSaveNone};  // integer-valued (floor_divide)
-const OpDef& kCopySign = register_op(binary_def_with("copysign", &kCopySignBackward));
-const OpDef& kRemainder = register_op(binary_def_with("remainder", &kRemainderBackward));
-const OpDef& kFloorDivide = register_op(binary_def_with("floor_divide", &kNotDifferentiable));
+const OpDef& kCopySign = register_op(with_backward(binary_def("copysign"), &kCopySignBackward));
+const OpDef& kRemainder = register_op(with_backward(binary_def("remainder"), &kRemainderBackward));
+const OpDef& kFloorDivide = register_op(with_backward(binary_def("floor_divide"), &kNotDifferentiable));
 
 const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
                                                OpKind::Compute, ops::broadcast_all});

@@ -594,44 +594,52 @@ struct LogAddExp {
     return a == b && __builtin_fabs(a) == __builtin_inf() ? a : (a != a || b != b ? a + b : r);
   }
 };
+// libm's functions by argument type, so one template serves both forms.
+KILN_PW_INLINE float fmod_of(float a, float b) { return __builtin_fmodf(a, b); }
+KILN_PW_INLINE double fmod_of(double a, double b) { return __builtin_fmod(a, b); }
+KILN_PW_INLINE float floor_of(float x) { return __builtin_floorf(x); }
+KILN_PW_INLINE double floor_of(double x) { return __builtin_floor(x); }
+KILN_PW_INLINE float copysign_of(float a, float b) { return __builtin_copysignf(a, b); }
+KILN_PW_INLINE double copysign_of(double a, double b) { return __builtin_copysign(a, b); }
+
 struct CopySign {
-  KILN_PW_INLINE static float f(float a, float b) { return __builtin_copysignf(a, b); }
-  KILN_PW_INLINE static double f(double a, double b) { return __builtin_copysign(a, b); }
+  KILN_PW_INLINE static float f(float a, float b) { return copysign_of(a, b); }
+  KILN_PW_INLINE static double f(double a, double b) { return copysign_of(a, b); }
 };
+// fmod's remainder m of a / b has a's sign; Python's has b's.
+template <class T>
+KILN_PW_INLINE bool on_wrong_side(T m, T b) {
+  return m != T(0) && (b < T(0)) != (m < T(0));
+}
+
 // Python's a % b: fmod's remainder moved into b's sign (NaN for b = 0).
-struct Remainder {
-  KILN_PW_INLINE static float f(float a, float b) {
-    const float m = __builtin_fmodf(a, b);
-    return m != 0.0f && (b < 0.0f) != (m < 0.0f) ? m + b : m;
-  }
-  KILN_PW_INLINE static double f(double a, double b) {
-    const double m = __builtin_fmod(a, b);
-    return m != 0.0 && (b < 0.0) != (m < 0.0) ? m + b : m;
-  }
-};
+template <class T>
+KILN_PW_INLINE T python_remainder(T a, T b) {
+  const T m = fmod_of(a, b);
+  return on_wrong_side(m, b) ? m + b : m;
+}
+
 // Python's a // b as PyTorch computes it for floats: (a - fmod(a, b)) / b
 // is exact up to one rounding, moved down by one where fmod's sign differs
 // from b's, then rounded to the nearest integer; a zero keeps a / b's sign;
 // b = 0 gives a / b (+-inf or NaN).
+template <class T>
+KILN_PW_INLINE T python_floor_divide(T a, T b) {
+  const T m = fmod_of(a, b);
+  const T d = on_wrong_side(m, b) ? (a - m) / b - T(1) : (a - m) / b;
+  const T fl = floor_of(d);
+  const T r = d - fl > T(0.5) ? fl + T(1) : fl;
+  const T q = a / b;
+  return b == T(0) ? q : (d == T(0) ? copysign_of(T(0), q) : r);
+}
+
+struct Remainder {
+  KILN_PW_INLINE static float f(float a, float b) { return python_remainder(a, b); }
+  KILN_PW_INLINE static double f(double a, double b) { return python_remainder(a, b); }
+};
 struct FloorDivide {
-  KILN_PW_INLINE static float f(float a, float b) {
-    const float m = __builtin_fmodf(a, b);
-    float d = (a - m) / b;
-    d = m != 0.0f && (b < 0.0f) != (m < 0.0f) ? d - 1.0f : d;
-    const float fl = __builtin_floorf(d);
-    const float r = d - fl > 0.5f ? fl + 1.0f : fl;
-    const float q = a / b;
-    return b == 0.0f ? q : (d == 0.0f ? __builtin_copysignf(0.0f, q) : r);
-  }
-  KILN_PW_INLINE static double f(double a, double b) {
-    const double m = __builtin_fmod(a, b);
-    double d = (a - m) / b;
-    d = m != 0.0 && (b < 0.0) != (m < 0.0) ? d - 1.0 : d;
-    const double fl = __builtin_floor(d);
-    const double r = d - fl > 0.5 ? fl + 1.0 : fl;
-    const double q = a / b;
-    return b == 0.0 ? q : (d == 0.0 ? __builtin_copysign(0.0, q) : r);
-  }
+  KILN_PW_INLINE static float f(float a, float b) { return python_floor_divide(a, b); }
+  KILN_PW_INLINE static double f(double a, double b) { return python_floor_divide(a, b); }
 };
 struct Maximum {
   KILN_PW_INLINE static float f(float a, float b) { return a != a || b != b ? a + b : (a > b ? a : b); }
