@@ -592,7 +592,8 @@ class Tracer : public DispatchMode {
       const uint64_t dyn = dynamic_dims(slot, automatic);
       k += "in ";
       k += std::to_string(slot);
-      k += t.device().str();
+      k += device_type_name(t.device().type());  // a literal: no string built per input on each call
+      if (t.device().index() >= 0) k += std::to_string(t.device().index());
       k += dtype_name(i->dtype);
       k += '[';
       for (size_t d = 0; d < i->sizes.size(); ++d) {
