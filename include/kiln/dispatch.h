@@ -5,6 +5,7 @@
 // See Note [One dispatch point] in src/dispatch/dispatcher.cpp.
 #pragma once
 #include <array>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,7 +18,16 @@
 
 namespace kiln {
 
-using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string, Device>;
+// An attribute only C++ front ends build: an object the op's kernels use
+// (FlexAttention's score and mask mods with the kernels they instantiate)
+// and a key naming its behaviour, which kiln::compile's cache compares:
+// equal keys give equal results.
+struct OpaqueAttr {
+  std::shared_ptr<const void> object;
+  std::string key;
+};
+
+using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string, Device, OpaqueAttr>;
 
 // Non-tensor arguments of an op call, by name. Small: a linear search is
 // faster than a map for the two or three an op has.
@@ -34,6 +44,7 @@ class Attrs {
   DType get_dtype(std::string_view name) const { return get<DType>(name); }
   const std::string& get_string(std::string_view name) const { return get<std::string>(name); }
   Device get_device(std::string_view name) const { return get<Device>(name); }
+  const OpaqueAttr& get_opaque(std::string_view name) const { return get<OpaqueAttr>(name); }
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
 
  private:

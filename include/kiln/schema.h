@@ -12,7 +12,8 @@
 
 namespace kiln {
 
-enum class ArgType : uint8_t { Tensor, TensorList, Int, IntList, Float, Bool, Scalar, ScalarType, String, Device };
+// Opaque ("Any" in a schema): an object only C++ front ends pass (OpaqueAttr).
+enum class ArgType : uint8_t { Tensor, TensorList, Int, IntList, Float, Bool, Scalar, ScalarType, String, Device, Opaque };
 const char* arg_type_name(ArgType t);
 
 struct SchemaArg {

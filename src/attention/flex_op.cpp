@@ -1,65 +1,49 @@
 // flex_attention as dispatcher ops (Note [flex_attention as an op] in
-// kiln/detail/attention_op.h): the registry of per-mod kernels, the ops'
-// shape functions and the backward formula.
-#include <mutex>
-
+// kiln/detail/attention_op.h): the ops' shape functions, kernels (the mods'
+// own, from the "mods" attribute) and backward formula.
 #include "autograd/graph.h"
 #include "kiln/attention.h"
 
 namespace kiln::attention_detail {
 namespace {
 
-// The lists, their transposes and partial_bits (an empty tensor when not kept).
-constexpr size_t kMaskTensors = 9;
-
-struct KernelTable {
-  std::mutex mu;
-  std::vector<std::pair<FlexOpKernel, FlexOpKernel>> kernels;  // (forward, backward)
-};
-KernelTable& table() {
-  static KernelTable t;
-  return t;
-}
-
-FlexOpKernel lookup(const Attrs& a, bool backward) {
-  KernelTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  const int64_t id = a.get_int("kernel");
-  check(id >= 0 && id < static_cast<int64_t>(t.kernels.size()), "flex_attention", "unknown kernel ", id);
-  return backward ? t.kernels[static_cast<size_t>(id)].second : t.kernels[static_cast<size_t>(id)].first;
-}
+const FlexMods& mods_of(const Attrs& a) { return *static_cast<const FlexMods*>(a.get_opaque("mods").object.get()); }
 
 void check_ranks(std::span<const Tensor> in, const char* op) {
   check(in[0].dim() == 4 && in[1].dim() == 4 && in[2].dim() == 4, op, "expected 4-D q, k, v (B, H, L, E) but got ",
         shape_text(in[0].sizes()), ", ", shape_text(in[1].sizes()), ", ", shape_text(in[2].sizes()));
 }
+DType compute_dtype(const Tensor& q) { return q.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
-// out in q's layout, Note [flex_attention's output layout]; lse (B, H, L).
+// out at q's dtype and layout (Note [flex_attention's output layout]); lse (B, H, L) at the compute dtype.
 std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs&) {
   check_ranks(in, "flex_attention");
   const Tensor &q = in[0], &v = in[2];
   Shape out = {q.size(0), q.size(1), q.size(2), v.size(3)};
   if (rows_hold_heads(q)) std::swap(out[1], out[2]);
-  return {{std::move(out), q.dtype()}, {{q.size(0), q.size(1), q.size(2)}, q.dtype()}};
+  return {{std::move(out), q.dtype()}, {{q.size(0), q.size(1), q.size(2)}, compute_dtype(q)}};
 }
-// dq, dk, dv in (B, L, H, E) layout; the formula hands out their (B, H, L, E) transposes.
+// dq, dk, dv in (B, L, H, E) layout at their inputs' dtypes (the formula
+// hands out their (B, H, L, E) transposes), then one gradient per learned tensor.
 std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs&) {
   check_ranks(in, "flex_attention_backward");
   std::vector<TensorMeta> out;
   for (int i = 0; i < 3; ++i) out.push_back({{in[i].size(0), in[i].size(2), in[i].size(1), in[i].size(3)}, in[i].dtype()});
+  for (size_t i = kBackwardLearnedFrom; i < in.size(); ++i) out.push_back({in[i].sizes(), in[i].dtype()});
   return out;
 }
 
 const OpDef& kFlex = register_op(OpDef{
     "flex_attention",
-    "flex_attention(Tensor q, Tensor k, Tensor v, Tensor[9] block_mask, int kernel, int B, int H, int q_len, "
-    "int kv_len, int block_size, bool has_scale, float scale, bool enable_gqa, int kv_partitions) -> (Tensor, Tensor)",
-    OpKind::Compute, forward_shape, {[](const OpCall& c) { lookup(c.attrs, false)(c); }}});
+    "flex_attention(Tensor q, Tensor k, Tensor v, Tensor[9] block_mask, Tensor[] learned, Any mods, int B, int H, "
+    "int q_len, int kv_len, int block_size, bool has_scale, float scale, bool enable_gqa, int kv_partitions) -> "
+    "(Tensor, Tensor)",
+    OpKind::Compute, forward_shape, {[](const OpCall& c) { mods_of(c.attrs).forward(c); }}});
 const OpDef& kFlexBackward = register_op(OpDef{
     "flex_attention_backward",
     "flex_attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor grad_out, Tensor[9] "
-    "block_mask, ...) -> (Tensor, Tensor, Tensor)",
-    OpKind::Compute, backward_shape, {[](const OpCall& c) { lookup(c.attrs, true)(c); }}});
+    "block_mask, Tensor[] learned, ...) -> (Tensor, Tensor, Tensor, Tensor[])",
+    OpKind::Compute, backward_shape, {[](const OpCall& c) { mods_of(c.attrs).backward(c); }}});
 
 const struct Register {
   Register() {
@@ -71,10 +55,12 @@ const struct Register {
           std::vector<Tensor> in = {c.inputs[0], c.inputs[1], c.inputs[2], t ? c.outputs[0].transpose(1, 2) : c.outputs[0],
                                     c.outputs[1], t ? c.grads[0].transpose(1, 2) : c.grads[0]};
           in.insert(in.end(), c.inputs.begin() + 3, c.inputs.end());
-          std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
-          for (Tensor& t : g) t = t.transpose(1, 2);
-          g.resize(3 + kMaskTensors);
-          return g;
+          const std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
+          // dq, dk, dv; none for the mask; the learned tensors'.
+          std::vector<Tensor> grads = {g[0].transpose(1, 2), g[1].transpose(1, 2), g[2].transpose(1, 2)};
+          grads.resize(kForwardLearnedFrom);
+          grads.insert(grads.end(), g.begin() + 3, g.end());
+          return grads;
         },
         autograd::kSaveBoth);
     autograd::register_nondifferentiable("flex_attention_backward");
@@ -83,28 +69,22 @@ const struct Register {
 
 }  // namespace
 
-int64_t register_flex_kernels(FlexOpKernel forward, FlexOpKernel backward) {
-  KernelTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  t.kernels.emplace_back(forward, backward);
-  return static_cast<int64_t>(t.kernels.size()) - 1;
-}
-
 std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m,
-                                 int64_t kernel, const FlexOptions& opt) {
-  const std::vector<Tensor> in = {q,
-                                  k,
-                                  v,
-                                  m.kv_num_blocks,
-                                  m.kv_indices,
-                                  m.full_kv_num_blocks,
-                                  m.full_kv_indices,
-                                  m.q_num_blocks,
-                                  m.q_indices,
-                                  m.full_q_num_blocks,
-                                  m.full_q_indices,
-                                  m.partial_bits.defined() ? m.partial_bits : empty({0}, TensorOptions(kInt64).device(q.device()))};
-  const Attrs attrs = {{"kernel", kernel},
+                                 const std::vector<Tensor>& learned, OpaqueAttr mods, const FlexOptions& opt) {
+  std::vector<Tensor> in = {q,
+                            k,
+                            v,
+                            m.kv_num_blocks,
+                            m.kv_indices,
+                            m.full_kv_num_blocks,
+                            m.full_kv_indices,
+                            m.q_num_blocks,
+                            m.q_indices,
+                            m.full_q_num_blocks,
+                            m.full_q_indices,
+                            m.partial_bits.defined() ? m.partial_bits : empty({0}, TensorOptions(kInt64).device(q.device()))};
+  in.insert(in.end(), learned.begin(), learned.end());
+  const Attrs attrs = {{"mods", std::move(mods)},
                        {"B", m.B},
                        {"H", m.H},
                        {"q_len", m.q_len},
@@ -120,8 +100,8 @@ std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor&
 }
 
 void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m) {
-  check(c.inputs.size() == first + kMaskTensors, "flex_attention", "expected ", first + kMaskTensors, " inputs but got ",
-        c.inputs.size());
+  check(c.inputs.size() >= first + kMaskTensors, "flex_attention", "expected at least ", first + kMaskTensors,
+        " inputs but got ", c.inputs.size());
   const Attrs& a = c.attrs;
   m.B = a.get_int("B"), m.H = a.get_int("H"), m.q_len = a.get_int("q_len"), m.kv_len = a.get_int("kv_len");
   m.block_size = a.get_int("block_size");

@@ -30,6 +30,8 @@ void append_attrs(std::string& key, const Attrs& attrs) {
             key += x;
           } else if constexpr (std::is_same_v<X, Device>) {
             key += x.str();
+          } else if constexpr (std::is_same_v<X, OpaqueAttr>) {
+            key += x.key;
           } else if constexpr (std::is_same_v<X, double>) {
             // The bit pattern in hex: exact, and no printf on every traced op.
             uint64_t bits;

@@ -85,6 +85,7 @@ bool fit(const SchemaArg& a, IValue& v) {
     case ArgType::ScalarType: return std::holds_alternative<DType>(v);
     case ArgType::String: return std::holds_alternative<std::string>(v);
     case ArgType::Device: return std::holds_alternative<Device>(v);
+    case ArgType::Opaque: return false;  // built by C++ front ends only
   }
   return false;
 }

@@ -51,6 +51,7 @@ template const Shape& Attrs::get<Shape>(std::string_view) const;
 template const DType& Attrs::get<DType>(std::string_view) const;
 template const std::string& Attrs::get<std::string>(std::string_view) const;
 template const Device& Attrs::get<Device>(std::string_view) const;
+template const OpaqueAttr& Attrs::get<OpaqueAttr>(std::string_view) const;
 
 // ---- registry
 

@@ -22,6 +22,7 @@ const char* arg_type_name(ArgType t) {
     case ArgType::ScalarType: return "ScalarType";
     case ArgType::String: return "str";
     case ArgType::Device: return "Device";
+    case ArgType::Opaque: return "Any";
   }
   return "?";
 }
@@ -151,6 +152,7 @@ class Parser {
     else if (base == "ScalarType") a.type = ArgType::ScalarType;
     else if (base == "str") a.type = ArgType::String;
     else if (base == "Device") a.type = ArgType::Device;
+    else if (base == "Any") a.type = ArgType::Opaque;
     else fail_at("unknown type '" + base + "'");
     return a;
   }

@@ -169,7 +169,14 @@ std::vector<IValue> arguments_of(const ExtensionOp& op, std::span<const Tensor> 
     }
     IValue v = std::monostate{};
     for (const auto& [name, value] : attrs.items())
-      if (name == a.name) v = std::visit([](const auto& x) { return IValue(x); }, value);
+      if (name == a.name)
+        v = std::visit(
+            [](const auto& x) -> IValue {
+              // No extension op's schema has an opaque argument (only C++ front ends build one).
+              if constexpr (std::is_same_v<std::decay_t<decltype(x)>, OpaqueAttr>) return std::monostate{};
+              else return IValue(x);
+            },
+            value);
     args.push_back(std::move(v));
   }
   return args;

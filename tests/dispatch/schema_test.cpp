@@ -85,6 +85,7 @@ class CallRecorder : public DispatchMode {
       case ArgType::ScalarType: return std::holds_alternative<DType>(v);
       case ArgType::String: return std::holds_alternative<std::string>(v);
       case ArgType::Device: return std::holds_alternative<Device>(v);
+      case ArgType::Opaque: return std::holds_alternative<OpaqueAttr>(v);
       default: return false;
     }
   }

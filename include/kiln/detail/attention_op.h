@@ -1,7 +1,11 @@
-// flex_attention as a dispatcher op (Note [flex_attention as an op]) and
-// the autograd glue of the calls that do not go through it.
+// flex_attention as a dispatcher op (Note [flex_attention as an op]): the
+// kernels its mods instantiate and the front end that calls it.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include <new>
+#include <string>
+#include <typeinfo>
+
 #include "kiln/detail/attention_backward.h"
 
 namespace kiln::attention_detail {
@@ -15,126 +19,183 @@ namespace kiln::attention_detail {
 // transpose. With L == 1 or H == 1 both layouts are the same memory.
 inline bool rows_hold_heads(const Tensor& q) { return q.stride(2) > q.stride(1); }
 
-// An empty (B, H, L, Ev) output in q's layout; sets s.o_st to match.
-inline Tensor empty_output(const Tensor& q, Shapes& s, DType dt) {
-  const Tensor out = rows_hold_heads(q) ? empty({s.B, s.L, s.Hq, s.Ev}, dt).transpose(1, 2) : empty({s.B, s.Hq, s.L, s.Ev}, dt);
-  s.o_st = row_strides(out);
-  return out;
-}
-
-// Decoding over a bfloat16 K/V cache, without gradients: the cache is read
-// as stored instead of converted to float32 first (half the bytes).
-template <class ScoreMod, class MaskMod>
-FlexOutput decode_bf16(const Tensor& q, const Tensor& k, const Tensor& v, Shapes s, const BlockMask<MaskMod>& m,
-                       const ScoreMod& score_mod, const FlexOptions& opt) {
-  NoGradGuard no_grad;
-  const Tensor qc = as_compute<float>(q), kc = k.contiguous(), vc = v.contiguous();
-  Tensor out = empty_output(q, s, kFloat32), lse = empty({s.B, s.Hq, s.L}, kFloat32);
-  forward_decode(qc.data_ptr<float>(), kc.data_ptr<BFloat16>(), vc.data_ptr<BFloat16>(), out.data_ptr<float>(),
-                 lse.data_ptr<float>(), s, m, score_mod, decode_partitions(s, m, opt.kv_partitions));
-  return {out.to(q.dtype()), opt.return_lse ? lse : Tensor{}};
-}
-
 // Note [flex_attention as an op]
-// With stateless mods (empty types: NoScoreMod, CausalMask, capture-less
-// lambdas; nothing learned) and q, k, v at the compute dtype, flex_attention
-// is the dispatcher op "flex_attention" (out, lse), whose backward formula
-// calls "flex_attention_backward". So kiln::compile records it as one graph
-// node (no graph break), its compiled backward calls the backward kernel,
-// and eager autograd goes through the same formula. The mods are template
-// parameters: each pair registers its two kernels once per process and the
-// op names them by number (attr "kernel"); the block mask travels as the
-// op's int32 inputs and its sizes as attrs (src/attention/flex_op.cpp).
-using FlexOpKernel = void (*)(const OpCall&);
-int64_t register_flex_kernels(FlexOpKernel forward, FlexOpKernel backward);
-// {out, lse}, both at q's dtype, through the dispatcher.
+// Every flex_attention call is the dispatcher op "flex_attention" (out,
+// lse), whose backward formula calls "flex_attention_backward", so eager
+// autograd, kiln::compile's tracer (one graph node, no graph break) and the
+// profiler all see it. Its inputs are q, k, v (any float dtypes: the kernels
+// compute in float64 when q is float64, else in float32), the block mask's
+// int tensors, and the tensors the score_mod learns (learned(), or the
+// CapturedTensors it reads that require grad), whose gradients the backward
+// op returns after dq, dk, dv. The mods travel as the op's "mods" attribute
+// (an OpaqueAttr): a FlexMods holding copies of the score and mask mods and
+// the kernels their types instantiate. Its key is the mods' types and
+// bytes: the same bytes read the same memory (a CapturedTensor holds its
+// tensor, whose current values it reads), so a compiled graph may run a
+// later call's op with an earlier call's mods.
+struct FlexMods {
+  virtual ~FlexMods() = default;
+  virtual void forward(const OpCall& c) const = 0;
+  virtual void backward(const OpCall& c) const = 0;
+};
+// {out, lse}: out at q's dtype and layout, lse at the compute dtype.
 std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m,
-                                 int64_t kernel, const FlexOptions& opt);
+                                 const std::vector<Tensor>& learned, OpaqueAttr mods, const FlexOptions& opt);
 // The block mask (op inputs from `first` on, sizes from attrs) and options of an op call.
 void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m);
 FlexOptions options_from_op(const Attrs& a);
+// The op inputs before the learned tensors: forward q, k, v and the mask; backward also out, lse, grad_out.
+inline constexpr size_t kMaskTensors = 9;
+inline constexpr size_t kForwardLearnedFrom = 3 + kMaskTensors, kBackwardLearnedFrom = 6 + kMaskTensors;
+
+// An operand at the compute dtype T the tiled kernels can read in place
+// (rows with a contiguous last dim, as the heads of a fused QKV projection
+// are), else a contiguous copy at T.
+template <class T>
+Tensor rows_at(const Tensor& t) {
+  return t.dtype() == dtype_of<T>::value && t.dim() == 4 && t.stride(3) == 1 ? t : t.to(dtype_of<T>::value).contiguous();
+}
+// `out` itself when it has dtype T, else a T tensor of its sizes whose
+// values `finish` copies into it after the kernel wrote them.
+template <class T>
+Tensor written_at(const Tensor& out) {
+  return out.dtype() == dtype_of<T>::value ? out : empty(out.sizes(), dtype_of<T>::value);
+}
+inline void finish(const Tensor& out, const Tensor& written) {
+  if (!written.is_same(out)) out.copy_(written);
+}
 
 template <class ScoreMod, class MaskMod>
-constexpr bool kStatelessMods = std::is_empty_v<ScoreMod> && std::is_empty_v<MaskMod> &&
-                                std::is_default_constructible_v<ScoreMod> &&
-                                std::is_default_constructible_v<MaskMod> && !LearnsTensors<ScoreMod>;
+struct FlexModsOf final : FlexMods {
+  FlexModsOf(ScoreMod s, MaskMod m, std::vector<Tensor> captured_)
+      : score_mod(std::move(s)), mask_mod(std::move(m)), captured(std::move(captured_)) {}
+  ScoreMod score_mod;
+  MaskMod mask_mod;
+  // The CapturedTensors that require grad the score_mod read when probed
+  // (Note [Tensors a score_mod captures]); their gradients are learned at
+  // each score through CapturedScoreMod.
+  std::vector<Tensor> captured;
 
-// An operand the tiled kernels can read in place (rows with a contiguous
-// last dim, as the heads of a fused QKV projection are), else a copy.
-inline Tensor rows_in_place(const Tensor& t) { return t.dim() == 4 && t.stride(3) == 1 ? t : t.contiguous(); }
-
-// inputs q, k, v, block mask; outputs out (Note [flex_attention's output layout]), lse.
-template <class T, class ScoreMod, class MaskMod>
-void op_forward_typed(const OpCall& c) {
-  BlockMask<MaskMod> m{MaskMod{}};
-  mask_from_op(c, 3, m);
-  const FlexOptions opt = options_from_op(c.attrs);
-  const Tensor out_bhle = rows_hold_heads(c.inputs[0]) ? c.outputs[0].transpose(1, 2) : c.outputs[0];
-  T* out = c.outputs[0].data_ptr<T>();
-  T* lse = c.outputs[1].data_ptr<T>();
-  Shapes s = check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt);  // sizes only
-  if (c.outputs[0].numel() == 0) return;  // an empty batch, head or query set: nothing to do
-  if (s.S == 0) {  // no keys: every row attends to nothing, as a fully masked row
-    c.outputs[0].zero_();
-    c.outputs[1].fill_(-std::numeric_limits<double>::infinity());
-    return;
+  void forward(const OpCall& c) const override {
+    if (c.inputs[0].dtype() == kFloat64) forward_typed<double>(c);
+    else forward_typed<float>(c);
   }
-  s.o_st = row_strides(out_bhle);
-  if constexpr (std::is_same_v<T, float>) {
-    // Only decoding needs contiguous operands; the tiled kernel reads rows
-    // in place (below), so the copies are made only once decoding is chosen.
-    if (decode_eligible(s, m, opt.kv_partitions)) {
-      const Tensor q = c.inputs[0].contiguous(), k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
-      forward_decode(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), out, lse, s, m, ScoreMod{},
-                     decode_partitions(s, m, opt.kv_partitions));
+  void backward(const OpCall& c) const override {
+    if (c.inputs[0].dtype() == kFloat64) backward_typed<double>(c);
+    else backward_typed<float>(c);
+  }
+
+ private:
+  // inputs q, k, v, block mask, learned; outputs out (Note [flex_attention's output layout]), lse.
+  template <class T>
+  void forward_typed(const OpCall& c) const {
+    BlockMask<MaskMod> m{mask_mod};
+    mask_from_op(c, 3, m);
+    const FlexOptions opt = options_from_op(c.attrs);
+    Shapes s = check_inputs(c.inputs[0], c.inputs[1], c.inputs[2], m, opt);  // sizes only
+    if (c.outputs[0].numel() == 0) return;  // an empty batch, head or query set: nothing to do
+    if (s.S == 0) {  // no keys: every row attends to nothing, as a fully masked row
+      c.outputs[0].zero_();
+      c.outputs[1].fill_(-std::numeric_limits<double>::infinity());
       return;
     }
+    const Tensor out = written_at<T>(c.outputs[0]);
+    const Tensor out_bhle = rows_hold_heads(c.inputs[0]) ? out.transpose(1, 2) : out;
+    s.o_st = row_strides(out_bhle);
+    T* o = out.data_ptr<T>();
+    T* lse = c.outputs[1].data_ptr<T>();
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+      // Only decoding needs contiguous operands; the tiled kernel reads rows
+      // in place, so the copies are made only once decoding is chosen. A
+      // bfloat16 K/V cache is read as stored (half the bytes).
+      if (decode_eligible(s, m, opt.kv_partitions)) {
+        const Tensor q = c.inputs[0].to(kFloat32).contiguous();
+        const int64_t parts = decode_partitions(s, m, opt.kv_partitions);
+        if (c.inputs[1].dtype() == kBFloat16 && c.inputs[2].dtype() == kBFloat16) {
+          const Tensor k = c.inputs[1].contiguous(), v = c.inputs[2].contiguous();
+          forward_decode(q.data_ptr<float>(), k.data_ptr<BFloat16>(), v.data_ptr<BFloat16>(), o, lse, s, m,
+                         score_mod, parts);
+        } else {
+          const Tensor k = c.inputs[1].to(kFloat32).contiguous(), v = c.inputs[2].to(kFloat32).contiguous();
+          forward_decode(q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), o, lse, s, m, score_mod,
+                         parts);
+        }
+        done = true;
+      }
+    }
+    if (!done) {
+      const Tensor q = rows_at<T>(c.inputs[0]), k = rows_at<T>(c.inputs[1]), v = rows_at<T>(c.inputs[2]);
+      s.q_st = row_strides(q), s.k_st = row_strides(k), s.v_st = row_strides(v);
+      attention_detail::forward<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), o, lse, s, m, score_mod);
+    }
+    finish(c.outputs[0], out);
   }
-  const Tensor q = rows_in_place(c.inputs[0]), k = rows_in_place(c.inputs[1]), v = rows_in_place(c.inputs[2]);
-  s.q_st = row_strides(q), s.k_st = row_strides(k), s.v_st = row_strides(v);
-  forward<T>(q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), out, lse, s, m, ScoreMod{});
-}
 
-// inputs q, k, v, out, lse, grad of out, block mask; outputs dq, dk, dv.
-template <class T, class ScoreMod, class MaskMod>
-void op_backward_typed(const OpCall& c) {
-  BlockMask<MaskMod> m{MaskMod{}};
-  mask_from_op(c, 6, m);
-  const FlexOptions opt = options_from_op(c.attrs);
-  std::vector<Tensor> in;
-  for (size_t i = 0; i < 6; ++i) in.push_back(i == 4 ? c.inputs[i].contiguous() : rows_in_place(c.inputs[i]));
-  Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
-  if (in[0].numel() == 0 || s.S == 0) {  // nothing attended: no gradient flows
-    for (const Tensor& g : c.outputs) g.zero_();
-    return;
+  // inputs q, k, v, out, lse, grad of out, block mask, learned; outputs dq,
+  // dk, dv, then the learned tensors' gradients.
+  template <class T>
+  void backward_typed(const OpCall& c) const {
+    BlockMask<MaskMod> m{mask_mod};
+    mask_from_op(c, 6, m);
+    const FlexOptions opt = options_from_op(c.attrs);
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < 6; ++i) in.push_back(i == 4 ? c.inputs[i].to(dtype_of<T>::value).contiguous() : rows_at<T>(c.inputs[i]));
+    Shapes s = check_inputs(in[0], in[1], in[2], m, opt);
+    if (in[0].numel() == 0 || s.S == 0) {  // nothing attended: no gradient flows
+      for (const Tensor& g : c.outputs) g.zero_();
+      return;
+    }
+    s.q_st = row_strides(in[0]), s.k_st = row_strides(in[1]), s.v_st = row_strides(in[2]);
+    s.o_st = row_strides(in[3]), s.do_st = row_strides(in[5]);
+    // The outputs are (B, L, H, E): the gradients of head views of a (B, L,
+    // H * E) projection, written where that projection's gradient needs them
+    // (every element: backward() zeroes what no block reaches).
+    const Tensor dq = written_at<T>(c.outputs[0]);
+    // k and v broadcast over the batch: their gradients are summed over it.
+    const bool per_batch = s.Bkv != s.B;
+    const Tensor dk = per_batch ? empty({s.B, s.S, s.Hkv, s.E}, dtype_of<T>::value) : written_at<T>(c.outputs[1]);
+    const Tensor dv = per_batch ? empty({s.B, s.S, s.Hkv, s.Ev}, dtype_of<T>::value) : written_at<T>(c.outputs[2]);
+    const Tensor dq_h = dq.transpose(1, 2), dk_h = dk.transpose(1, 2), dv_h = dv.transpose(1, 2);
+    s.dq_st = row_strides(dq_h), s.dk_st = row_strides(dk_h), s.dv_st = row_strides(dv_h);
+    // The learned tensors' gradients, float64 laid out as each (contiguous).
+    const size_t n_learned = c.outputs.size() - 3;
+    std::vector<std::vector<double>> dlearned;
+    for (size_t t = 0; t < n_learned; ++t) dlearned.emplace_back(static_cast<size_t>(c.outputs[3 + t].numel()), 0.0);
+    auto run = [&](const auto& mod) {
+      attention_detail::backward<T>(in[0].data_ptr<T>(), in[1].data_ptr<T>(), in[2].data_ptr<T>(), in[3].data_ptr<T>(),
+                  in[4].data_ptr<T>(), in[5].data_ptr<T>(), dq_h.data_ptr<T>(), dk_h.data_ptr<T>(),
+                  dv_h.data_ptr<T>(), s, m, mod, n_learned ? &dlearned : nullptr);
+    };
+    if constexpr (LearnsTensors<ScoreMod> || std::is_empty_v<ScoreMod>) {
+      run(score_mod);
+    } else if (captured.empty()) {
+      run(score_mod);
+    } else {
+      const CapturedScoreMod<ScoreMod> learning{score_mod, captured};
+      run(learning);
+      check(!learning.missed->load(), "flex_attention",
+            "the score_mod read a CapturedTensor that requires grad which it did not read at any corner of the "
+            "(b, h, q_idx, kv_idx) space, or used a read as a plain number before it met the score: its gradient "
+            "cannot be computed");
+    }
+    finish(c.outputs[0], dq);
+    if (per_batch) {
+      c.outputs[1].copy_(dk.sum({0}, true)), c.outputs[2].copy_(dv.sum({0}, true));
+    } else {
+      finish(c.outputs[1], dk), finish(c.outputs[2], dv);
+    }
+    for (size_t t = 0; t < n_learned; ++t) {
+      const Tensor g = from_blob_copy(dlearned[t], c.outputs[3 + t].sizes());
+      c.outputs[3 + t].copy_(g);
+    }
   }
-  s.q_st = row_strides(in[0]), s.k_st = row_strides(in[1]), s.v_st = row_strides(in[2]);
-  s.o_st = row_strides(in[3]), s.do_st = row_strides(in[5]);
-  // The outputs are (B, L, H, E): the gradients of head views of a (B, L,
-  // H * E) projection, written where that projection's gradient needs them
-  // (every element: backward() zeroes what no block reaches).
-  const Tensor dq = c.outputs[0].transpose(1, 2);
-  // k and v broadcast over the batch: their gradients are summed over it.
-  const bool per_batch = s.Bkv != s.B;
-  const Tensor dk = per_batch ? empty({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value) : c.outputs[1].transpose(1, 2);
-  const Tensor dv = per_batch ? empty({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value) : c.outputs[2].transpose(1, 2);
-  s.dq_st = row_strides(dq), s.dk_st = row_strides(dk), s.dv_st = row_strides(dv);
-  backward<T>(in[0].data_ptr<T>(), in[1].data_ptr<T>(), in[2].data_ptr<T>(), in[3].data_ptr<T>(), in[4].data_ptr<T>(),
-              in[5].data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(), s, m, ScoreMod{}, nullptr);
-  if (per_batch)
-    c.outputs[1].copy_(dk.sum({0}, true).transpose(1, 2)), c.outputs[2].copy_(dv.sum({0}, true).transpose(1, 2));
-}
-
-template <class ScoreMod, class MaskMod>
-void op_forward(const OpCall& c) {
-  if (c.inputs[0].dtype() == kFloat64) op_forward_typed<double, ScoreMod, MaskMod>(c);
-  else op_forward_typed<float, ScoreMod, MaskMod>(c);
-}
-template <class ScoreMod, class MaskMod>
-void op_backward(const OpCall& c) {
-  if (c.inputs[0].dtype() == kFloat64) op_backward_typed<double, ScoreMod, MaskMod>(c);
-  else op_backward_typed<float, ScoreMod, MaskMod>(c);
-}
+  static Tensor from_blob_copy(const std::vector<double>& values, const Shape& sizes) {
+    Tensor g = empty(sizes, kFloat64);
+    std::copy(values.begin(), values.end(), g.data_ptr<double>());
+    return g;
+  }
+};
 
 // The CapturedTensors a score_mod reads at the corners of the (b, h, q_idx,
 // kv_idx) space (Note [Tensors a score_mod captures]). A read of a tensor
@@ -152,7 +213,7 @@ std::vector<Tensor> captured_tensors(const ScoreMod& score_mod, const Shapes& s)
     (void)score_mod(Dual<T>(T(0), T(1)), b, h, qi, kv);
     for (size_t k = 0; k < tape.reads.size(); ++k) {
       const Tensor& t = *tape.reads[k].source;
-      check(tape.met[k] || !t.requires_grad(), "flex_attention", "the score_mod used a read of a CapturedTensor ",
+      check(tape.met[k] || !t.requires_grad() || !is_grad_enabled(), "flex_attention", "the score_mod used a read of a CapturedTensor ",
             shape_text(t.sizes()), " that requires grad as a plain number before it met the score (arithmetic "
             "with a float constant? write double constants), so its gradient would be lost");
       if (std::none_of(found.begin(), found.end(), [&](const Tensor& f) { return f.impl() == t.impl(); }))
@@ -162,116 +223,75 @@ std::vector<Tensor> captured_tensors(const ScoreMod& score_mod, const Shapes& s)
   return found;
 }
 
+// An X built in zeroed memory, so that padding inside it reads as 0 (a
+// member-by-member copy leaves padding alone): equal mods, equal keys.
+template <class X, class... A>
+std::shared_ptr<const X> make_zeroed(A&&... args) {
+  constexpr std::align_val_t align{alignof(X)};
+  void* mem = ::operator new(sizeof(X), align);
+  std::memset(mem, 0, sizeof(X));
+  X* x;
+  try {
+    x = new (mem) X(std::forward<A>(args)...);
+  } catch (...) {
+    ::operator delete(mem, align);
+    throw;
+  }
+  return std::shared_ptr<const X>(x, [](const X* p) {
+    p->~X();
+    ::operator delete(const_cast<X*>(p), std::align_val_t{alignof(X)});
+  });
+}
+
+// The bytes of a mod as hex, for the op's key (Note [flex_attention as an op]).
+template <class M>
+void append_bytes(std::string& key, const M& mod) {
+  key += typeid(M).name();
+  if constexpr (!std::is_empty_v<M>) {
+    unsigned char bytes[sizeof(M)];
+    std::memcpy(bytes, static_cast<const void*>(&mod), sizeof(M));
+    key += ':';
+    for (unsigned char b : bytes) key += "0123456789abcdef"[b >> 4], key += "0123456789abcdef"[b & 15];
+  }
+  key += ';';
+}
+
 template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
   Shapes s = check_inputs(q, k, v, m, opt);
-  std::vector<Tensor> learned;
+  // The tensors the op learns, and the CapturedTensors the score_mod reads
+  // (Note [Tensors a score_mod captures]). The kernels read them through
+  // the mods: a tensor kiln::compile has not computed yet is computed first.
+  std::vector<Tensor> learned, captured;
   if constexpr (LearnsTensors<ScoreMod>) {
     learned = score_mod.learned();
   } else if constexpr (!std::is_empty_v<ScoreMod>) {
-    // A mod with state may read CapturedTensors: differentiate the ones
-    // that require grad (Note [Tensors a score_mod captures]).
-    if (is_grad_enabled() && s.B * s.Hq * s.L * s.S > 0) {
-      std::vector<Tensor> found = captured_tensors<T>(score_mod, s);
-      if (std::any_of(found.begin(), found.end(), [](const Tensor& t) { return t.requires_grad(); }))
-        return run<T>(q, k, v, CapturedScoreMod<ScoreMod>{score_mod, std::move(found)}, m, opt);
+    if (s.B * s.Hq * s.L * s.S > 0 && q.device().type() != DeviceType::Meta) {
+      for (const Tensor& t : captured_tensors<T>(score_mod, s))
+        if (t.requires_grad() && is_grad_enabled()) captured.push_back(t);
+        else detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a CapturedTensor", SourceLocation());
     }
   }
-  const bool learns = std::any_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); });
-  if constexpr (kStatelessMods<ScoreMod, MaskMod>) {
-    if (q.dtype() == dtype_of<T>::value && k.dtype() == q.dtype() && v.dtype() == q.dtype()) {
-      static const int64_t kernel =
-          register_flex_kernels(&op_forward<ScoreMod, MaskMod>, &op_backward<ScoreMod, MaskMod>);
-      const std::vector<Tensor> r = call_flex_op(q, k, v, m, kernel, opt);
-      Tensor lse_out;
-      if (opt.return_lse) {
-        NoGradGuard no_grad;
-        lse_out = r[1].detach().to(kFloat32);
-      }
-      return {r[0], lse_out};
-    }
-  }
-  if (s.B * s.Hq * s.L == 0 || s.S == 0) {
-    // (The op above handles these itself.) No rows, or no keys (each row then attends to nothing: out 0, lse -inf,
-    // as a fully masked row). The kernels assume at least one of each.
-    return {zeros({s.B, s.Hq, s.L, s.Ev}, q.options()),
-            opt.return_lse ? full({s.B, s.Hq, s.L}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(q.device())) : Tensor{}};
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    const bool records = is_grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || learns);
-    if (!records && k.dtype() == kBFloat16 && decode_eligible(s, m, opt.kv_partitions))
-      return decode_bf16(q, k, v, s, m, score_mod, opt);
-  }
-  Tensor qc, kc, vc;
-  {
-    NoGradGuard no_grad;
-    qc = as_compute<T>(q), kc = as_compute<T>(k), vc = as_compute<T>(v);
-  }
-  Tensor out = empty_output(q, s, dtype_of<T>::value);
-  // The backward pass needs lse at the compute precision; callers get float32.
-  Tensor lse = empty({s.B, s.Hq, s.L}, dtype_of<T>::value);
-  bool decoded = false;
-  if constexpr (std::is_same_v<T, float>) {
-    if (decode_eligible(s, m, opt.kv_partitions)) {
-      forward_decode(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(), out.data_ptr<float>(),
-                     lse.data_ptr<float>(), s, m, score_mod, decode_partitions(s, m, opt.kv_partitions));
-      decoded = true;
-    }
-  }
-  if (!decoded)
-    forward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), out.data_ptr<T>(), lse.data_ptr<T>(), s, m,
-               score_mod);
-  Tensor result;
-  {
-    NoGradGuard no_grad;
-    result = out.to(q.dtype());
-  }
-  // The closure keeps the compute-dtype copies; `saved_out` is an alias
-  // without history, so the graph holds no cycle through the result.
-  const Tensor saved_out = out.detach();
-  const DType dq_t = q.dtype(), dk_t = k.dtype(), dv_t = v.dtype();
-  std::vector<Tensor> inputs = {q, k, v};
-  if (learns) inputs.insert(inputs.end(), learned.begin(), learned.end());
-  std::vector<Shape> learned_sizes;
-  std::vector<DType> learned_dtypes;
-  for (const Tensor& t : learned) learned_sizes.push_back(t.sizes()), learned_dtypes.push_back(t.dtype());
-  autograd::record_function("flex_attention", inputs, {result},
-                            [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
-                              NoGradGuard no_grad;
-                              const Tensor go = as_compute<T>(grads[0]);
-                              Tensor dq = empty(qc.sizes(), dtype_of<T>::value),
-                                     dk = empty({s.B, s.Hkv, s.S, s.E}, dtype_of<T>::value),
-                                     dv = empty({s.B, s.Hkv, s.S, s.Ev}, dtype_of<T>::value);
-                              std::vector<std::vector<double>> dlearned;
-                              for (const Shape& sz : learned_sizes)
-                                dlearned.emplace_back(
-                                    static_cast<size_t>(std::accumulate(sz.begin(), sz.end(), int64_t{1}, std::multiplies<>())),
-                                    0.0);
-                              backward<T>(qc.data_ptr<T>(), kc.data_ptr<T>(), vc.data_ptr<T>(), saved_out.data_ptr<T>(),
-                                          lse.data_ptr<T>(), go.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
-                                          dv.data_ptr<T>(), s, m, score_mod, learns ? &dlearned : nullptr);
-                              if constexpr (LearnsAtScore<ScoreMod>)
-                                check(!score_mod.missed->load(), "flex_attention",
-                                      "the score_mod read a CapturedTensor that requires grad which it did not read "
-                                      "at any corner of the (b, h, q_idx, kv_idx) space, or used a read as a plain "
-                                      "number before it met the score: its gradient cannot be computed");
-                              if (s.Bkv != s.B) dk = dk.sum({0}, true), dv = dv.sum({0}, true);
-                              std::vector<Tensor> out_grads = {dq.to(dq_t), dk.to(dk_t), dv.to(dv_t)};
-                              if (learns)
-                                for (size_t t = 0; t < dlearned.size(); ++t) {
-                                  Tensor g = empty(learned_sizes[t], kFloat64);
-                                  std::copy(dlearned[t].begin(), dlearned[t].end(), g.data_ptr<double>());
-                                  out_grads.push_back(g.to(learned_dtypes[t]));
-                                }
-                              return out_grads;
-                            });
+  for (const Tensor& t : learned) detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a tensor", SourceLocation());
+  for (const Tensor& t : captured) detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a CapturedTensor", SourceLocation());
+  if (!is_grad_enabled() || std::none_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); }))
+    learned.clear();
+  learned.insert(learned.end(), captured.begin(), captured.end());
+  // The key is taken from the copies the attribute holds: memory they
+  // point to stays theirs while a compiled graph holds them.
+  auto held = make_zeroed<FlexModsOf<ScoreMod, MaskMod>>(score_mod, m.mask_mod, std::move(captured));
+  std::string key;
+  append_bytes(key, held->score_mod);
+  append_bytes(key, held->mask_mod);
+  OpaqueAttr mods{std::move(held), std::move(key)};
+  const std::vector<Tensor> r = call_flex_op(q, k, v, m, learned, std::move(mods), opt);
   Tensor lse_out;
   if (opt.return_lse) {
     NoGradGuard no_grad;
-    lse_out = lse.to(kFloat32);
+    lse_out = r[1].detach().to(kFloat32);
   }
-  return {result, lse_out};
+  return {r[0], lse_out};
 }
 
 }  // namespace kiln::attention_detail
