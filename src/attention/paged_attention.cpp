@@ -2,8 +2,6 @@
 // logical-to-physical conversion of block masks.
 #include "kiln/paged_attention.h"
 
-#include <cstring>
-
 #include "kiln/error.h"
 
 namespace kiln {
@@ -72,31 +70,33 @@ void PagedKVCache::assign(const Tensor& batch_idx, const Tensor& input_pos, cons
             (input_pos.dim() == 1 || (input_pos.dim() == 2 && input_pos.size(0) == B)),
         op, "expected input_pos of shape (", T, ") or (", B, ", ", T, ") int64 but got ", shape_text(input_pos.sizes()),
         " ", input_pos.dtype());
-  const Tensor kc = k_val.to(k_.dtype()).contiguous(), vc = v_val.to(v_.dtype()).contiguous();
+  // Positions that follow each other within a page fill consecutive
+  // slots: each such run is one copy_ (converting to the cache's dtype),
+  // so the writes are ops the dispatcher, tracer and profiler see. The
+  // cache keeps values, not history (as the memcpy it replaces).
+  const NoGradGuard no_grad;
   const Tensor bi = batch_idx.contiguous(), pos = input_pos.contiguous();
-  const size_t row_bytes = static_cast<size_t>(D * k_.element_size());
-  const int64_t slots = n_pages_ * page_size_;
-  auto* kd = static_cast<char*>(k_.raw_data());
-  auto* vd = static_cast<char*>(v_.raw_data());
-  const auto* ks = static_cast<const char*>(kc.raw_data());
-  const auto* vs = static_cast<const char*>(vc.raw_data());
+  const int64_t* table = page_table_.data_ptr<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
     const int64_t seq = check_batch(bi.data_ptr<int64_t>()[b], op);
     const int64_t cap = capacity(seq);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = pos.data_ptr<int64_t>()[(input_pos.dim() == 2 ? b * T : 0) + t];
+    const int64_t* positions = pos.data_ptr<int64_t>() + (input_pos.dim() == 2 ? b * T : 0);
+    auto slot_of = [&](int64_t t) {
+      const int64_t p = positions[t];
       check(p >= 0 && p < cap, op, "position ", p, " of sequence ", seq, " is not reserved (capacity ", cap, ")");
-      const int64_t slot = page_table_.data_ptr<int64_t>()[seq * n_pages_ + p / page_size_] * page_size_ + p % page_size_;
-      for (int64_t h = 0; h < H; ++h) {
-        const size_t dst = static_cast<size_t>(h * slots + slot) * row_bytes;
-        const size_t src = static_cast<size_t>((b * H + h) * T + t) * row_bytes;
-        std::memcpy(kd + dst, ks + src, row_bytes);
-        std::memcpy(vd + dst, vs + src, row_bytes);
-      }
+      return table[seq * n_pages_ + p / page_size_] * page_size_ + p % page_size_;
+    };
+    for (int64_t t0 = 0; t0 < T;) {
+      const int64_t first = slot_of(t0);
+      int64_t n = 1;
+      while (t0 + n < T && slot_of(t0 + n) == first + n) ++n;
+      k_.narrow(2, first, n).copy_(k_val.narrow(0, b, 1).narrow(2, t0, n));
+      v_.narrow(2, first, n).copy_(v_val.narrow(0, b, 1).narrow(2, t0, n));
+      t0 += n;
     }
   }
-  k_.bump_version(), v_.bump_version();
 }
+
 
 Tensor PagedKVCache::physical_to_logical_rows(const Tensor& batch_idx) const {
   check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1, "PagedKVCache.convert_logical_block_mask",

@@ -62,6 +62,32 @@ TEST(PagedKVCache, AttentionOverPagesMatchesContiguousSequences) {
   check_paged_matches_contiguous(kFloat32, 1, whole);
 }
 
+// Each (sequence, position) lands in its page's slot: two sequences at
+// once, positions per sequence out of order and across page ends, values
+// converted to the cache's dtype and read through a transposed view.
+TEST(PagedKVCache, AssignWritesEachPositionToItsPagesSlot) {
+  manual_seed(51);
+  const int64_t H = 2, D = 3, page = 4, T = 6;
+  PagedKVCache cache(/*n_pages=*/6, page, /*max_batch_size=*/3, H, D, kFloat32);
+  cache.reserve(2, 5), cache.reserve(0, 3), cache.reserve(2, 12), cache.reserve(0, 9);  // interleaved pages
+  const Tensor pos = tensor<int64_t>({2, 3, 4, 5, 11, 10, 0, 8, 1, 2, 3, 4});
+  const Tensor positions = pos.view({2, T});
+  const Tensor k = randn({2, T, H, D}, kFloat64).transpose(1, 2), v = randn({2, T, H, D}, kFloat64).transpose(1, 2);
+  const Tensor seqs = tensor<int64_t>({2, 0});
+  cache.assign(seqs, positions, k, v);
+  const Tensor table = cache.page_table();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t seq = seqs.data_ptr<int64_t>()[b], p = positions.select(0, b).data_ptr<int64_t>()[t];
+      const int64_t slot = table.select(0, seq).data_ptr<int64_t>()[p / page] * page + p % page;
+      const std::string what = "sequence " + std::to_string(seq) + " position " + std::to_string(p);
+      expect_close(cache.k_cache().select(0, 0).select(1, slot), values(k.select(0, b).select(1, t).to(kFloat32)), 0, 0,
+                   what + " k");
+      expect_close(cache.v_cache().select(0, 0).select(1, slot), values(v.select(0, b).select(1, t).to(kFloat32)), 0, 0,
+                   what + " v");
+    }
+}
+
 TEST(PagedKVCache, ReserveEraseAndPageTable) {
   PagedKVCache cache(4, 8, 2, 1, 4);
   cache.reserve(0, 9);  // two pages
