@@ -236,6 +236,7 @@ struct FlexOutput {
 
 // The kernels and op glue these templates instantiate.
 #include "kiln/detail/attention_op.h"
+#include "kiln/detail/block_mask_eval.h"
 
 namespace kiln {
 
@@ -247,62 +248,12 @@ BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int
                                      int64_t block_size = 128, Device device = kCPU) {
   check(B >= 1 && H >= 1 && q_len >= 0 && kv_len >= 0 && block_size >= 1, "create_block_mask",
         "invalid sizes B=", B, " H=", H, " Q_LEN=", q_len, " KV_LEN=", kv_len, " block_size=", block_size);
-  // The lists depend on no tensor of the program (a mask_mod reading one
-  // took its data pointer already), so they are built as real tensors even
-  // while kiln::compile traces: no graph break.
-  ModesOffGuard concrete;
-  const DefaultDeviceGuard on_cpu(kCPU);
   BlockMask<MaskMod> m(mask_mod);
   m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
-  const int64_t nq = m.num_q_blocks(), nk = m.num_kv_blocks();
-  m.kv_num_blocks = zeros({B, H, nq}, kInt32);
-  m.full_kv_num_blocks = zeros({B, H, nq}, kInt32);
-  m.kv_indices = zeros({B, H, nq, std::max<int64_t>(nk, 1)}, kInt32);
-  m.full_kv_indices = zeros({B, H, nq, std::max<int64_t>(nk, 1)}, kInt32);
-  int32_t* pn = m.kv_num_blocks.template data_ptr<int32_t>();
-  int32_t* fn = m.full_kv_num_blocks.template data_ptr<int32_t>();
-  int32_t* pi = m.kv_indices.template data_ptr<int32_t>();
-  int32_t* fi = m.full_kv_indices.template data_ptr<int32_t>();
-  // The bits of each row's partial blocks, gathered per row, then packed
-  // into m.partial_bits (BlockMaskData) unless they would be too large.
-  const int64_t words = m.bit_words(), block_words = block_size * words;
-  std::vector<std::vector<uint64_t>> row_bits(static_cast<size_t>(B * H * nq));
-  parallel_for(0, B * H * nq, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<uint64_t> bits(static_cast<size_t>(block_words));
-    for (int64_t row = lo; row < hi; ++row) {
-      const int64_t b = row / (H * nq), h = (row / nq) % H, qb = row % nq;
-      for (int64_t kb = 0; kb < nk; ++kb) {
-        int64_t on = 0, total = 0;
-        std::fill(bits.begin(), bits.end(), uint64_t{0});
-        for (int64_t q = qb * block_size; q < std::min(q_len, (qb + 1) * block_size); ++q)
-          for (int64_t kv = kb * block_size; kv < std::min(kv_len, (kb + 1) * block_size); ++kv) {
-            const int64_t j = kv - kb * block_size;
-            if (mask_mod(b, h, q, kv)) {
-              ++on;
-              bits[static_cast<size_t>((q - qb * block_size) * words + j / 64)] |= uint64_t{1} << (j % 64);
-            }
-            ++total;
-          }
-        if (on == 0) continue;
-        if (on == total) {
-          fi[row * std::max<int64_t>(nk, 1) + fn[row]++] = static_cast<int32_t>(kb);
-        } else {
-          pi[row * std::max<int64_t>(nk, 1) + pn[row]++] = static_cast<int32_t>(kb);
-          row_bits[static_cast<size_t>(row)].insert(row_bits[static_cast<size_t>(row)].end(), bits.begin(), bits.end());
-        }
-      }
-    }
-  });
-  const int64_t most = B * H * nq == 0 ? 0 : *std::max_element(pn, pn + B * H * nq);
-  if (most > 0 && B * H * nq * most * block_words * 8 <= BlockMaskData::kMaxPartialBitsBytes) {
-    m.partial_bits = zeros({B, H, nq, most, block_size, words}, kInt64);
-    auto* dst = reinterpret_cast<uint64_t*>(m.partial_bits.template data_ptr<int64_t>());
-    for (int64_t row = 0; row < B * H * nq; ++row)
-      std::copy(row_bits[static_cast<size_t>(row)].begin(), row_bits[static_cast<size_t>(row)].end(),
-                dst + row * most * block_words);
-  }
-  m.build_transposed();
-  if (device != kCPU) m.move_to(device);
+  auto held = attention_detail::make_zeroed<attention_detail::MaskEvaluatorOf<MaskMod>>(mask_mod);
+  std::string key;
+  attention_detail::append_bytes(key, held->mask_mod);
+  attention_detail::build_block_mask(m, OpaqueAttr{std::move(held), std::move(key)}, device);
   return m;
 }
 

@@ -129,6 +129,10 @@ struct OpDef {
   // Its kernel talks to other processes (a collective): kiln::compile never
   // records it into a graph, but ends the graph there and runs it eagerly.
   bool has_side_effects = false;
+  // Its outputs follow from its attributes and inputs that are already
+  // computed (a block mask built from a C++ mask_mod): kiln::compile runs it
+  // while tracing instead of recording it, so reading them breaks no graph.
+  bool runs_while_tracing = false;
   // An elementwise op's math as C++ (set by set_pointwise from the kernels'
   // registrations; null: none): the functor in src/kernels/cpu/
   // pointwise_math.h whose f(tensor inputs..., float attributes in schema

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 #include "kiln/attention.h"
 
@@ -15,26 +16,10 @@ void BlockMaskData::move_to(Device device) {
 }
 
 void BlockMaskData::build_transposed() {
-  const int64_t nq = num_q_blocks(), nk = num_kv_blocks();
-  q_num_blocks = zeros({B, H, nk}, kInt32);
-  full_q_num_blocks = zeros({B, H, nk}, kInt32);
-  q_indices = zeros({B, H, nk, std::max<int64_t>(nq, 1)}, kInt32);
-  full_q_indices = zeros({B, H, nk, std::max<int64_t>(nq, 1)}, kInt32);
-  const int64_t kw = kv_indices.size(3), qw = q_indices.size(3);
-  auto fill = [&](const Tensor& num, const Tensor& idx, const Tensor& tnum, const Tensor& tidx) {
-    const int32_t* n = num.data_ptr<int32_t>();
-    const int32_t* ix = idx.data_ptr<int32_t>();
-    int32_t* tn = tnum.data_ptr<int32_t>();
-    int32_t* ti = tidx.data_ptr<int32_t>();
-    for (int64_t bh = 0; bh < B * H; ++bh)
-      for (int64_t qb = 0; qb < nq; ++qb)  // ascending qb keeps each transposed list sorted
-        for (int64_t c = 0; c < n[bh * nq + qb]; ++c) {
-          const int64_t kb = ix[(bh * nq + qb) * kw + c];
-          ti[(bh * nk + kb) * qw + tn[bh * nk + kb]++] = static_cast<int32_t>(qb);
-        }
-  };
-  fill(kv_num_blocks, kv_indices, q_num_blocks, q_indices);
-  fill(full_kv_num_blocks, full_kv_indices, full_q_num_blocks, full_q_indices);
+  const int64_t nk = num_kv_blocks();
+  std::tie(q_num_blocks, q_indices) = attention_detail::transpose_block_lists(kv_num_blocks, kv_indices, nk);
+  std::tie(full_q_num_blocks, full_q_indices) =
+      attention_detail::transpose_block_lists(full_kv_num_blocks, full_kv_indices, nk);
 }
 
 namespace {

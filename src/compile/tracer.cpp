@@ -237,6 +237,7 @@ class Tracer : public DispatchMode {
     }
     bool any_pending = false;
     for (const Tensor& t : inputs) any_pending = any_pending || pending_.contains(t.impl());
+    if (op.runs_while_tracing && !any_pending) return run_eagerly(op, inputs, attrs, out);
     if (op.kind == OpKind::View && !any_pending) return dispatch(op, inputs, attrs);  // a view of real data is real
     // The shape function (or run_kernel for a view) may need a concrete
     // value and break; value ids are taken only after it.
