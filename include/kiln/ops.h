@@ -209,6 +209,17 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// PyTorch's functional index updates along dim (index 0-d or 1-d, int64 or
+// int32; source shaped as x with dim of the index's length, x's dtype):
+// slice i of source added (times alpha) / copied to slice index[i] of x
+// (repeated indices: index_add sums, index_copy keeps one); index_fill sets
+// those slices to value.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+// The diagonal of each (dim1, dim2) plane, offset above (> 0) or below (< 0)
+// the main one, as the last dim of a view.
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 // The gradients of slice and select: zeros of input_sizes with grad where the view was.
 Tensor slice_backward(const Tensor& grad, const Shape& input_sizes, int64_t dim, int64_t start, int64_t end,
                       int64_t step);

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 
+#include "ops/boxing.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -204,6 +205,24 @@ std::vector<TensorMeta> as_strided_shape(std::span<const Tensor> in, const Attrs
   return {{size, t.dtype(), stride, off}};
 }
 
+// The diagonal of each (dim1, dim2) plane as the last dim: its stride is
+// the sum of theirs; it starts at (max(-offset, 0), max(offset, 0)).
+std::vector<TensorMeta> diagonal_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& t = in[0];
+  const char* op = "diagonal";
+  check(t.dim() >= 2, op, "expected a tensor of at least 2 dims but got shape ", shape_text(t.sizes()));
+  const int64_t d1 = wrap_dim(a.get_int("dim1"), t.dim(), op), d2 = wrap_dim(a.get_int("dim2"), t.dim(), op);
+  check(d1 != d2, op, "dim1 and dim2 must differ but both are ", d1);
+  const int64_t offset = a.get_int("offset");
+  const int64_t row0 = std::max<int64_t>(-offset, 0), col0 = std::max<int64_t>(offset, 0);
+  const int64_t n = std::max<int64_t>(0, std::min(t.size(d1) - row0, t.size(d2) - col0));
+  TensorMeta m{{}, t.dtype(), {}, n == 0 ? t.storage_offset() : t.storage_offset() + row0 * t.stride(d1) + col0 * t.stride(d2)};
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (i != d1 && i != d2) m.sizes.push_back(t.size(i)), m.strides.push_back(t.stride(i));
+  m.sizes.push_back(n), m.strides.push_back(t.stride(d1) + t.stride(d2));
+  return {m};
+}
+
 std::vector<TensorMeta> alias_shape(std::span<const Tensor> in, const Attrs&) { return {meta_of(in[0])}; }
 
 OpDef view_def(const char* name, const char* schema, ShapeFn f) { return OpDef{name, schema, OpKind::View, f, {}}; }
@@ -216,6 +235,19 @@ const OpDef& kSqueeze = register_op(view_def("squeeze", "squeeze(Tensor(a) self,
 const OpDef& kUnsqueeze = register_op(view_def("unsqueeze", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_shape));
 const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, int dim, int size, int step) -> Tensor(a)", unfold_shape));
 const OpDef& kAsStrided = register_op(view_def("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)", as_strided_shape));
+// Its gradient: zeros of the input's shape with the gradient written through the same diagonal.
+std::vector<Tensor> diagonal_backward(const autograd::BackwardContext& c) {
+  const Tensor g = zeros(c.input_meta[0].sizes, c.grads[0].options());
+  diagonal(g, c.attrs.get_int("offset"), c.attrs.get_int("dim1"), c.attrs.get_int("dim2")).copy_(c.grads[0]);
+  return {g};
+}
+constexpr autograd::BackwardDef kDiagonalBackward{diagonal_backward, autograd::kSaveNone};
+OpDef with_diagonal_backward(OpDef d) {
+  d.backward = &kDiagonalBackward;
+  return d;
+}
+const OpDef& kDiagonal = register_op(with_diagonal_backward(view_def(
+    "diagonal", "diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", diagonal_shape)));
 const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
 // detach is its own op, not an alias whose history is dropped afterwards,
 // so that a trace (kiln::compile) sees where gradients stop.
@@ -347,5 +379,16 @@ Tensor Tensor::detach() const {
 }
 
 Tensor broadcast_to(const Tensor& t, Shape shape) { return t.expand(std::move(shape)); }
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  return ops::call(kDiagonal, {x}, {{"offset", offset}, {"dim1", dim1}, {"dim2", dim2}});
+}
+
+namespace {
+const bool registered = [] {
+  ops::def<&diagonal>("diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)");
+  return true;
+}();
+}  // namespace
 
 }  // namespace kiln

@@ -193,6 +193,13 @@ std::vector<Case> cases() {
   c.push_back({"movedim.intlist", {xt, Shape{0}, Shape{1}}, {}, [=] { return one(movedim(xt, {0}, {1})); }});
   const Tensor pick = randint(0, 4, {3, 2}), row5 = m45.select(0, 0);
   c.push_back({"take_along_dim", {m34, pick}, {{"dim", int64_t{1}}}, [=] { return one(take_along_dim(m34, pick, 1)); }});
+  const Tensor at = tensor(std::vector<int64_t>{2, 0});
+  c.push_back({"index_add", {m34, int64_t{1}, at, m34.narrow(1, 0, 2)}, {{"alpha", 2.0}},
+               [=] { return one(index_add(m34, 1, at, m34.narrow(1, 0, 2), 2.0)); }});
+  c.push_back({"index_copy", {m34, int64_t{0}, at, m34.narrow(0, 1, 2)}, {},
+               [=] { return one(index_copy(m34, 0, at, m34.narrow(0, 1, 2))); }});
+  c.push_back({"index_fill.int_Scalar", {m34, int64_t{-1}, at, -1.5}, {}, [=] { return one(index_fill(m34, -1, at, -1.5)); }});
+  c.push_back({"diagonal", {m34}, {{"offset", int64_t{1}}}, [=] { return one(diagonal(m34, 1)); }});
   c.push_back({"meshgrid.indexing", {std::vector<Tensor>{arange(3), arange(2)}}, {{"indexing", std::string("xy")}},
                [] { return Results(meshgrid({arange(3), arange(2)}, "xy")); }});
   c.push_back({"outer", {arange(3.0), arange(2.0)}, {}, [=] { return one(outer(arange(3.0), arange(2.0))); }});

@@ -41,7 +41,7 @@ void run_every_op() {
   cat({x, y}), gather(x, 1, i), scatter(x, 1, i, y), index_select(x, 0, idx), tril(x), triu(x, 1), sort(x), multinomial(y, 2);
   x.view({24}).permute({0}), x.expand({2, 4, 6}), x.slice(0, 1), x.select(0, 1), slice_backward(x.slice(0, 1, 3), x.sizes(), 0, 1, 3, 1),
       select_backward(x.select(1, 2), x.sizes(), 1, 2), x.unsqueeze(0).squeeze(),
-      x.unfold(1, 2, 2), x.as_strided({2}, {1}), x.detach(), x.sum().t(), linspace(0, 1, 3), eye(3), x.clone();
+      x.unfold(1, 2, 2), x.as_strided({2}, {1}), diagonal(x), x.detach(), x.sum().t(), linspace(0, 1, 3), eye(3), x.clone();
   x.unsqueeze(0).squeeze(0), arange(3);
   const Tensor q = randn({1, 2, 5, 4}).requires_grad_();
   flex_attention(q, randn({1, 2, 5, 4}), randn({1, 2, 5, 4}), NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 5, 5, 4))
