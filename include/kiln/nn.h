@@ -296,6 +296,17 @@ class ParameterDict : public Module {
 // Dropout as a function (training: zero with probability p, scale by 1/(1-p)).
 Tensor dropout(const Tensor& x, double p, bool training);
 
+// As torch.nn.functional's: the first half along dim gated by the sigmoid
+// of the second; x where x > 0, else weight * x (one weight, or one per
+// channel along dim 1); x divided by max(its p-norm along dim, eps); the
+// cosine of the angle along dim, x1 . x2 / (max(|x1|, eps) max(|x2|, eps))
+// (x1 and x2 broadcast); the p-norm of x1 - x2 + eps along the last dim.
+Tensor glu(const Tensor& x, int64_t dim = -1);
+Tensor prelu(const Tensor& x, const Tensor& weight);
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
+
 // Losses, as torch.nn.functional's. reduction: "mean", "sum" or "none".
 // logits (N, C) or (N, C, d...) with integer targets (N) / (N, d...), or
 // with class probabilities of the logits' shape (floating point).

@@ -267,6 +267,13 @@ std::vector<Case> cases() {
   in_place("relu_", {}, {}, [](const Tensor& t) { t.relu_(); }, x);
 
   const Tensor target = randint(0, 4, {3});
+  c.push_back({"glu", {m34}, {{"dim", int64_t{1}}}, [=] { return one(nn::glu(m34, 1)); }});
+  const Tensor slopes = rand({3});
+  c.push_back({"prelu", {m34.t(), slopes}, {}, [=] { return one(nn::prelu(m34.t(), slopes)); }});
+  c.push_back({"normalize", {m34}, {{"p", 3.0}, {"dim", int64_t{0}}}, [=] { return one(nn::normalize(m34, 3.0, 0)); }});
+  c.push_back({"cosine_similarity", {m34, xt}, {}, [=] { return one(nn::cosine_similarity(m34, xt)); }});
+  c.push_back({"pairwise_distance", {m34, xt}, {{"keepdim", true}},
+               [=] { return one(nn::pairwise_distance(m34, xt, 2.0, 1e-6, true)); }});
   c.push_back({"dropout", {m34, 0.5, true}, {}, [=] { return one(nn::dropout(m34, 0.5, true)); }, true});
   c.push_back({"cross_entropy", {m34, target}, {{"label_smoothing", 0.1}},
                [=] { return one(nn::cross_entropy(m34, target, -100, 0.1)); }});
