@@ -81,6 +81,17 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
 Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(e^a + e^b), without overflow
 Tensor hypot(const Tensor& a, const Tensor& b);      // sqrt(a^2 + b^2), without overflow
 Tensor log2(const Tensor& x);
+// Trigonometric and hyperbolic (float32 computed through float64, rounded once).
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+Tensor atan2(const Tensor& a, const Tensor& b);  // the angle of the point (b, a), as torch.atan2(input=a, other=b)
 Tensor log10(const Tensor& x);
 Tensor exp2(const Tensor& x);
 Tensor trunc(const Tensor& x);  // integers unchanged

@@ -127,6 +127,34 @@ constexpr autograd::BackwardDef kSeluBackward{[](const BackwardContext& c) -> Gr
   const Tensor& g = c.grads[0];
   return {where(gt(c.inputs[0], wrapped_scalar(0.0)), g * kSeluScale, g * (c.outputs[0] + kSeluScale * kSeluAlpha))};
 }, kSaveBoth};
+// The trigonometric and hyperbolic family, derivatives as derivatives.yaml.
+constexpr autograd::BackwardDef kTanBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * (square(c.outputs[0]) + 1.0)}; }, kSaveOutputs};
+constexpr autograd::BackwardDef kAsinBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * rsqrt(1.0 - square(c.inputs[0]))}; }, kSaveInputs};
+constexpr autograd::BackwardDef kAcosBackward{
+    [](const BackwardContext& c) -> Grads { return {-c.grads[0] * rsqrt(1.0 - square(c.inputs[0]))}; }, kSaveInputs};
+constexpr autograd::BackwardDef kAtanBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] / (square(c.inputs[0]) + 1.0)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kSinhBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * cosh(c.inputs[0])}; }, kSaveInputs};
+constexpr autograd::BackwardDef kCoshBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * sinh(c.inputs[0])}; }, kSaveInputs};
+constexpr autograd::BackwardDef kAsinhBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * rsqrt(square(c.inputs[0]) + 1.0)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kAcoshBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] * rsqrt(square(c.inputs[0]) - 1.0)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kAtanhBackward{
+    [](const BackwardContext& c) -> Grads { return {c.grads[0] / (1.0 - square(c.inputs[0]))}; }, kSaveInputs};
+const OpDef& kTan = register_op(with_backward(unary_def("tan"), &kTanBackward));
+const OpDef& kAsin = register_op(with_backward(unary_def("asin"), &kAsinBackward));
+const OpDef& kAcos = register_op(with_backward(unary_def("acos"), &kAcosBackward));
+const OpDef& kAtan = register_op(with_backward(unary_def("atan"), &kAtanBackward));
+const OpDef& kSinh = register_op(with_backward(unary_def("sinh"), &kSinhBackward));
+const OpDef& kCosh = register_op(with_backward(unary_def("cosh"), &kCoshBackward));
+const OpDef& kAsinh = register_op(with_backward(unary_def("asinh"), &kAsinhBackward));
+const OpDef& kAcosh = register_op(with_backward(unary_def("acosh"), &kAcoshBackward));
+const OpDef& kAtanh = register_op(with_backward(unary_def("atanh"), &kAtanhBackward));
 const OpDef& kLog2 = register_op(with_backward(unary_def("log2"), &kLog2Backward));
 const OpDef& kLog10 = register_op(with_backward(unary_def("log10"), &kLog10Backward));
 const OpDef& kExp2 = register_op(with_backward(unary_def("exp2"), &kExp2Backward));
@@ -148,6 +176,13 @@ constexpr autograd::BackwardDef kRemainderBackward{[](const BackwardContext& c) 
           ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
 }, kSaveInputs};
 constexpr autograd::BackwardDef kNotDifferentiable{nullptr, kSaveNone};  // integer-valued (floor_divide)
+// d atan2(a, b) = (b da - a db) / (a^2 + b^2).
+constexpr autograd::BackwardDef kAtan2Backward{[](const BackwardContext& c) -> Grads {
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  const Tensor r = c.grads[0] / (square(a) + square(b));
+  return {ops::sum_to(r * b, c.input_meta[0].sizes), ops::sum_to(-r * a, c.input_meta[1].sizes)};
+}, kSaveInputs};
+const OpDef& kAtan2 = register_op(with_backward(binary_def("atan2"), &kAtan2Backward));
 const OpDef& kCopySign = register_op(with_backward(binary_def("copysign"), &kCopySignBackward));
 const OpDef& kRemainder = register_op(with_backward(binary_def("remainder"), &kRemainderBackward));
 const OpDef& kFloorDivide = register_op(with_backward(binary_def("floor_divide"), &kNotDifferentiable));
@@ -394,6 +429,16 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) { return lerp
 Tensor hypot(const Tensor& a, const Tensor& b) { return floating_binary(kHypot, a, b); }
 Tensor logaddexp(const Tensor& a, const Tensor& b) { return floating_binary(kLogAddExp, a, b); }
 
+Tensor tan(const Tensor& x) { return unary_float(kTan, x); }
+Tensor asin(const Tensor& x) { return unary_float(kAsin, x); }
+Tensor acos(const Tensor& x) { return unary_float(kAcos, x); }
+Tensor atan(const Tensor& x) { return unary_float(kAtan, x); }
+Tensor sinh(const Tensor& x) { return unary_float(kSinh, x); }
+Tensor cosh(const Tensor& x) { return unary_float(kCosh, x); }
+Tensor asinh(const Tensor& x) { return unary_float(kAsinh, x); }
+Tensor acosh(const Tensor& x) { return unary_float(kAcosh, x); }
+Tensor atanh(const Tensor& x) { return unary_float(kAtanh, x); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary(kAtan2, a, b, /*float_only=*/true); }
 Tensor log2(const Tensor& x) { return unary_float(kLog2, x); }
 Tensor log10(const Tensor& x) { return unary_float(kLog10, x); }
 Tensor exp2(const Tensor& x) { return unary_float(kExp2, x); }
@@ -434,6 +479,16 @@ namespace {
 const bool kPublicBindings = [] {
   ops::def<&hypot>(kHypot.schema);
   ops::def<&logaddexp>(kLogAddExp.schema);
+  ops::def<&tan>(kTan.schema);
+  ops::def<&asin>(kAsin.schema);
+  ops::def<&acos>(kAcos.schema);
+  ops::def<&atan>(kAtan.schema);
+  ops::def<&sinh>(kSinh.schema);
+  ops::def<&cosh>(kCosh.schema);
+  ops::def<&asinh>(kAsinh.schema);
+  ops::def<&acosh>(kAcosh.schema);
+  ops::def<&atanh>(kAtanh.schema);
+  ops::def<&atan2>(kAtan2.schema);
   ops::def<&log2>(kLog2.schema);
   ops::def<&log10>(kLog10.schema);
   ops::def<&exp2>(kExp2.schema);

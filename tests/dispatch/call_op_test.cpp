@@ -68,7 +68,8 @@ std::vector<Case> cases() {
       {"square", &square}, {"logical_not", &logical_not}, {"hardsigmoid", &hardsigmoid},
       {"hardswish", &hardswish}, {"mish", &mish}, {"log2", &log2}, {"log10", &log10}, {"exp2", &exp2},
       {"trunc", &trunc}, {"frac", &frac}, {"log_sigmoid", &log_sigmoid}, {"selu", &selu}, {"isnan", &isnan},
-      {"isinf", &isinf}, {"isfinite", &isfinite}};
+      {"isinf", &isinf}, {"isfinite", &isfinite}, {"tan", &tan}, {"asin", &asin}, {"acos", &acos},
+      {"atan", &atan}, {"sinh", &sinh}, {"cosh", &cosh}, {"asinh", &asinh}, {"acosh", &acosh}, {"atanh", &atanh}};
   for (const auto& [name, f] : unary) {
     c.push_back({name, {x}, {}, [=] { return one(f(x)); }});
     c.push_back({name, {xt}, {}, [=] { return one(f(xt)); }});
@@ -89,7 +90,7 @@ std::vector<Case> cases() {
       {"le.Tensor", &le},     {"gt.Tensor", &gt},     {"ge.Tensor", &ge},            {"logical_and", &logical_and},
       {"logical_or", &logical_or}, {"logical_xor", &logical_xor}, {"matmul", &matmul}, {"mm", &mm},
       {"hypot", &hypot}, {"copysign.Tensor", &copysign}, {"remainder.Tensor", &remainder},
-      {"floor_divide", &floor_divide}};
+      {"floor_divide", &floor_divide}, {"atan2", &atan2}};
   for (const auto& [name, f] : binary) {
     const bool gemm = std::string(name) == "matmul" || std::string(name) == "mm";
     const Tensor b = gemm ? m45 : row;

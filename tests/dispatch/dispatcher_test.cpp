@@ -34,6 +34,7 @@ void run_every_op() {
   add(x, y), sub(x, y), mul(x, y), div(x, y), pow(y, x), maximum(x, y), minimum(x, y), fmod(x, y);
   hypot(x, y), logaddexp(x, y), copysign(x, y), remainder(x, y + 1), floor_divide(x, y + 1);
   log2(y + 1), log10(y + 1), exp2(x), trunc(x), frac(x), logsigmoid(x), selu(x);
+  tan(x), asin(y), acos(y), atan(x), sinh(x), cosh(x), asinh(x), acosh(y + 1), atanh(y * 0.5), atan2(x, y);
   eq(x, y), ne(x, y), lt(x, y), le(x, y), gt(x, y), ge(x, y), logical_and(x, y), logical_or(x, y), logical_xor(x, y);
   where(x > 0, x, y), masked_fill(x, x > 0, 0);
   sum(x), prod(x), amax(x), amin(x), all(x), any(x), max(x, 1), min(x, 0, true), cumsum(x, 0);

@@ -76,6 +76,15 @@ std::vector<EdgeCase> edge_cases() {
        [](double x) { return std::min(x, 0.0) - std::log1p(std::exp(-std::fabs(x))); }, 4, -100, 100},
       {"selu", [](const Tensor& x) { return selu(x); },
        [](double x) { return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * std::expm1(x)); }, 4, -20, 20},
+      {"tan", [](const Tensor& x) { return tan(x); }, [](double x) { return std::tan(x); }, 1, -1e4, 1e4},
+      {"asin", [](const Tensor& x) { return asin(x); }, [](double x) { return std::asin(x); }, 1, -1, 1},
+      {"acos", [](const Tensor& x) { return acos(x); }, [](double x) { return std::acos(x); }, 1, -1, 1},
+      {"atan", [](const Tensor& x) { return atan(x); }, [](double x) { return std::atan(x); }, 1, -1e30, 1e30},
+      {"sinh", [](const Tensor& x) { return sinh(x); }, [](double x) { return std::sinh(x); }, 1, -100, 100},
+      {"cosh", [](const Tensor& x) { return cosh(x); }, [](double x) { return std::cosh(x); }, 1, -100, 100},
+      {"asinh", [](const Tensor& x) { return asinh(x); }, [](double x) { return std::asinh(x); }, 1, -1e30, 1e30},
+      {"acosh", [](const Tensor& x) { return acosh(x); }, [](double x) { return std::acosh(x); }, 1, 1, 1e30},
+      {"atanh", [](const Tensor& x) { return atanh(x); }, [](double x) { return std::atanh(x); }, 1, -1, 1},
   };
 }
 

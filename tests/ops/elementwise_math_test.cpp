@@ -33,6 +33,15 @@ std::vector<Unary> unaries() {
       {"log_sigmoid", [](const Tensor& x) { return logsigmoid(x); }, log_sigmoid_ref, -40, 40},
       {"selu", [](const Tensor& x) { return selu(x); },
        [](double x) { return kSeluScale * (x > 0 ? x : kSeluAlpha * std::expm1(x)); }, -20, 20},
+      {"tan", [](const Tensor& x) { return tan(x); }, [](double x) { return std::tan(x); }, -20, 20},
+      {"asin", [](const Tensor& x) { return asin(x); }, [](double x) { return std::asin(x); }, -1, 1},
+      {"acos", [](const Tensor& x) { return acos(x); }, [](double x) { return std::acos(x); }, -1, 1},
+      {"atan", [](const Tensor& x) { return atan(x); }, [](double x) { return std::atan(x); }, -1e3, 1e3},
+      {"sinh", [](const Tensor& x) { return sinh(x); }, [](double x) { return std::sinh(x); }, -80, 80},
+      {"cosh", [](const Tensor& x) { return cosh(x); }, [](double x) { return std::cosh(x); }, -80, 80},
+      {"asinh", [](const Tensor& x) { return asinh(x); }, [](double x) { return std::asinh(x); }, -1e4, 1e4},
+      {"acosh", [](const Tensor& x) { return acosh(x); }, [](double x) { return std::acosh(x); }, 1, 1e4},
+      {"atanh", [](const Tensor& x) { return atanh(x); }, [](double x) { return std::atanh(x); }, -1, 1},
   };
 }
 
@@ -92,6 +101,25 @@ double py_floordiv(double a, double b) {
 double py_mod(double a, double b) {
   const double m = std::fmod(a, b);
   return m != 0 && (b < 0) != (m < 0) ? m + b : m;
+}
+
+TEST(ElementwiseMath, Atan2TakesTheQuadrantFromBothSigns) {
+  manual_seed(2814);
+  const std::vector<float> a = {1, 1, -1, -1, 0.0f, -0.0f, 0.0f, -0.0f, INFINITY, -INFINITY, 3, NAN, 1e-30f, 1e30f};
+  const std::vector<float> b = {1, -1, 1, -1, 1, 1, -1, -1, INFINITY, -INFINITY, 0.0f, 1, 1e30f, 1e-30f};
+  std::vector<double> want;
+  for (size_t i = 0; i < a.size(); ++i) want.push_back(static_cast<float>(std::atan2(double(a[i]), double(b[i]))));
+  expect_close(atan2(tensor<float>(a), tensor<float>(b)), want, 0, 0, "atan2 quadrants and specials");
+  EXPECT_TRUE(std::signbit(atan2(tensor<float>({-0.0f}), tensor<float>({1})).item<float>()));
+  for (DType dt : {kFloat32, kFloat64}) {
+    const Tensor y = randn({4, 5}, dt).t(), x = randn({4}, dt);
+    const Tensor got = atan2(y, x);
+    const std::vector<double> yv = values(y.contiguous()), xv = values(x);
+    std::vector<double> w;
+    for (size_t i = 0; i < yv.size(); ++i) w.push_back(std::atan2(yv[i], xv[i % 4]));
+    expect_close(got, w, dt == kFloat32 ? 6e-8 : 1e-15, 0, "atan2 broadcast");
+  }
+  EXPECT_EQ(atan2(arange(3), arange(3)).dtype(), kFloat32);  // integers promote, as in PyTorch
 }
 
 TEST(ElementwiseMath, FloorDivideAndRemainderFollowPython) {
@@ -186,6 +214,19 @@ TEST(ElementwiseMath, Gradients) {
   check1("frac", frac, any);
   check1("log_sigmoid", log_sigmoid, any * 10);
   check1("selu", selu, any);
+  const Tensor unit = rand({3, 4}, kFloat64) * 1.8 - 0.9;  // inside (-1, 1)
+  check1("tan", tan, unit);
+  check1("asin", asin, unit);
+  check1("acos", acos, unit);
+  check1("atan", atan, any);
+  check1("sinh", sinh, any);
+  check1("cosh", cosh, any);
+  check1("asinh", asinh, any);
+  check1("acosh", acosh, pos + 1.0);
+  check1("atanh", atanh, unit);
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{atan2(in[0], in[1])}; },
+      {leaf(any), leaf(randn({4}, kFloat64) + 3.0)}));
   // trunc's gradient is zero (a step function).
   const Tensor t = leaf(any);
   trunc(t).sum().backward();
