@@ -23,6 +23,7 @@ Tensor broadcast_to(const Tensor& t, Shape shape);
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
+Tensor sgn(const Tensor& x);  // sign (real tensors)
 Tensor exp(const Tensor& x);
 Tensor expm1(const Tensor& x);
 Tensor log(const Tensor& x);
@@ -54,6 +55,8 @@ Tensor round(const Tensor& x);  // half to even, as torch.round
 Tensor square(const Tensor& x);
 Tensor logical_not(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+// Bounds as tensors broadcast with x (undefined: none).
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 
 // ---- binary (broadcasting)
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);

@@ -384,6 +384,20 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   return call(kClamp, {x.to(t)}, a);
 }
 
+// Tensor bounds (broadcast with x): as std::min(std::max(x, min), max), so
+// a NaN in x stays and a tie passes x (and its gradient) through.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  check(min.defined() || max.defined(), "clamp", "at least one of 'min' or 'max' must not be None");
+  check(x.dtype() != kBool, "clamp", "is not supported for bool tensors (got dtype bool)");
+  Tensor r = x;
+  if (min.defined()) r = where(lt(r, min), min, r);
+  if (max.defined()) r = where(lt(max, r), max, r);
+  return r;
+}
+
+// sgn is sign for real tensors (kiln has no complex dtype).
+Tensor sgn(const Tensor& x) { return sign(x); }
+
 // ---- binary
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary(kAdd, a, b, false, alpha_attr(alpha)); }
@@ -499,6 +513,9 @@ const bool kPublicBindings = [] {
   ops::def<&copysign>("copysign.Tensor(Tensor self, Tensor other) -> Tensor");
   ops::def<&remainder>("remainder.Tensor(Tensor self, Tensor other) -> Tensor");
   ops::def<&floor_divide>(kFloorDivide.schema);
+  ops::def<static_cast<Tensor (*)(const Tensor&, const Tensor&, const Tensor&)>(&clamp)>(
+      "clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor");
+  ops::def<&sgn>("sgn(Tensor self) -> Tensor");
   ops::def<&isnan>("isnan(Tensor self) -> Tensor");
   ops::def<&isinf>("isinf(Tensor self) -> Tensor");
   ops::def<&isfinite>("isfinite(Tensor self) -> Tensor");

@@ -49,7 +49,8 @@ void elementwise() {
   def<&logical_not>("logical_not(Tensor self) -> Tensor");
   def<&gelu>("gelu(Tensor self, *, str approximate='none') -> Tensor");
   def<&gelu_backward>("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor");
-  def<&clamp>("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor");
+  def<static_cast<Tensor (*)(const Tensor&, std::optional<Scalar>, std::optional<Scalar>)>(&clamp)>(
+      "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor");
 
   def<&add>("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
   def<&sub>("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");

@@ -78,6 +78,8 @@ std::vector<Case> cases() {
   c.push_back({"gelu_backward", {m34, x}, {}, [=] { return one(gelu_backward(m34, x)); }});
   c.push_back({"clamp", {x, IValue(), 0.5}, {}, [=] { return one(clamp(x, std::nullopt, 0.5)); }});
   c.push_back({"leaky_relu", {x, 0.2}, {}, [=] { return one(leaky_relu(x, 0.2)); }});
+  c.push_back({"clamp.Tensor", {m34, row}, {}, [=] { return one(clamp(m34, row, Tensor())); }});
+  c.push_back({"sgn", {xt}, {}, [=] { return one(sgn(xt)); }});
   c.push_back({"leaky_relu", {xt}, {}, [=] { return one(leaky_relu(xt)); }});
   c.push_back({"elu", {x}, {{"alpha", 0.5}}, [=] { return one(elu(x, 0.5)); }});
   c.push_back({"softplus", {x, 2.0}, {{"threshold", 3.0}}, [=] { return one(softplus(x, 2.0, 3.0)); }});

@@ -122,6 +122,37 @@ TEST(ElementwiseMath, Atan2TakesTheQuadrantFromBothSigns) {
   EXPECT_EQ(atan2(arange(3), arange(3)).dtype(), kFloat32);  // integers promote, as in PyTorch
 }
 
+TEST(ElementwiseMath, ClampWithTensorBounds) {
+  manual_seed(2815);
+  for (DType dt : {kFloat32, kFloat64}) {
+    const Tensor x = randn({5, 4}, dt).t() * 2, lo = randn({4, 1}, dt) - 1, hi = randn({5}, dt) + 1;
+    const Tensor got = clamp(x, lo, hi);
+    ASSERT_EQ(got.sizes(), (Shape{4, 5}));
+    const std::vector<double> xv = values(x.contiguous()), lv = values(lo), hv = values(hi);
+    std::vector<double> want, only_lo;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      want.push_back(std::min(std::max(xv[i], lv[i / 5]), hv[i % 5]));
+      only_lo.push_back(std::max(xv[i], lv[i / 5]));
+    }
+    expect_close(got, want, 0, 0, "clamp tensor bounds");
+    expect_close(clamp(x, lo, Tensor()), only_lo, 0, 0, "clamp min only");
+    EXPECT_EQ(clamp(empty({0, 5}, dt), lo.narrow(0, 0, 0), hi).sizes(), (Shape{0, 5}));
+  }
+  // NaN in x stays; min above max gives max (as std::min(std::max(x, min), max)).
+  expect_close(clamp(tensor<float>({NAN, 5, -5}), tensor<float>({0, 2, 2}), tensor<float>({1, 1, 1})), {NAN, 1, 1}, 0,
+               0, "NaN and crossed bounds");
+  EXPECT_EQ(values(clamp(tensor(std::vector<int64_t>{-3, 0, 9}), tensor(std::vector<int64_t>{-1}),
+                         tensor(std::vector<int64_t>{4}))),
+            (std::vector<double>{-1, 0, 4}));
+  const Tensor x = (randn({3, 4}, kFloat64) * 2).requires_grad_(), lo = (randn({4}, kFloat64) - 1).requires_grad_(),
+               hi = (randn({3, 1}, kFloat64) + 1.5).requires_grad_();
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{clamp(in[0], in[1], in[2])}; }, {x, lo, hi}));
+  expect_error([] { clamp(randn({2}), Tensor(), Tensor()); }, {"[clamp]", "at least one of 'min' or 'max'"});
+  expect_error([] { clamp(randn({2}), randn({3}), Tensor()); }, {"[2]", "[3]"});
+  EXPECT_EQ(values(sgn(tensor<float>({-2, 0, 3}))), (std::vector<double>{-1, 0, 1}));
+}
+
 TEST(ElementwiseMath, FloorDivideAndRemainderFollowPython) {
   manual_seed(2812);
   // Every sign combination, exact multiples, zero divisors, infinities.
