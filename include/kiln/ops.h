@@ -257,6 +257,17 @@ Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = {});
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
 
+// Results whose size depends on the values (each reads a count or a largest
+// value, as PyTorch synchronises): the coordinates (n, dims) of the nonzero
+// elements in row-major order; the elements where mask is true (x and mask
+// broadcast), flattened; the count (or weight sum) of each non-negative
+// integer, at least minlength bins; a histogram of `bins` equal bins over
+// [min, max] (min == max: the data's range), values outside it ignored.
+Tensor nonzero(const Tensor& x);
+Tensor masked_select(const Tensor& x, const Tensor& mask);
+Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0);
+Tensor histc(const Tensor& x, int64_t bins = 100, Scalar min = 0, Scalar max = 0);
+
 // ---- random
 class Generator;  // kiln/runtime.h
 Tensor rand(Shape sizes, TensorOptions options = {});   // dtype float32 unless given

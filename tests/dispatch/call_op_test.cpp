@@ -202,6 +202,11 @@ std::vector<Case> cases() {
   c.push_back({"index_copy", {m34, int64_t{0}, at, m34.narrow(0, 1, 2)}, {},
                [=] { return one(index_copy(m34, 0, at, m34.narrow(0, 1, 2))); }});
   c.push_back({"index_fill.int_Scalar", {m34, int64_t{-1}, at, -1.5}, {}, [=] { return one(index_fill(m34, -1, at, -1.5)); }});
+  const Tensor counts = randint(0, 5, {9}), positive = gt(m34, wrapped_scalar(0.0));
+  c.push_back({"nonzero", {positive}, {}, [=] { return one(nonzero(positive)); }});
+  c.push_back({"masked_select", {m34, positive}, {}, [=] { return one(masked_select(m34, positive)); }});
+  c.push_back({"bincount", {counts}, {{"minlength", int64_t{7}}}, [=] { return one(bincount(counts, {}, 7)); }});
+  c.push_back({"histc", {m34, int64_t{4}}, {{"min", -1.0}, {"max", int64_t{1}}}, [=] { return one(histc(m34, 4, -1, 1)); }});
   c.push_back({"diagonal", {m34}, {{"offset", int64_t{1}}}, [=] { return one(diagonal(m34, 1)); }});
   c.push_back({"meshgrid.indexing", {std::vector<Tensor>{arange(3), arange(2)}}, {{"indexing", std::string("xy")}},
                [] { return Results(meshgrid({arange(3), arange(2)}, "xy")); }});
