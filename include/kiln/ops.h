@@ -257,6 +257,21 @@ Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = {});
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
 
+// Order statistics along dim: the lower median (a row holding NaN: its
+// first NaN), the k-th smallest (1-based; NaN counts as largest), each with
+// its index; quantiles q in [0, 1] (a row holding NaN: NaN) with PyTorch's
+// interpolation modes, over all elements without dim (q 1-d: a leading dim
+// per q); variance or standard deviation with the mean.
+std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor median(const Tensor& x);
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = {}, bool keepdim = false,
+                const std::string& interpolation = "linear");
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = {}, bool keepdim = false,
+                const std::string& interpolation = "linear");
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, Shape dims = {}, int64_t correction = 1, bool keepdim = false);
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, Shape dims = {}, int64_t correction = 1, bool keepdim = false);
+
 // Results whose size depends on the values (each reads a count or a largest
 // value, as PyTorch synchronises): the coordinates (n, dims) of the nonzero
 // elements in row-major order; the elements where mask is true (x and mask

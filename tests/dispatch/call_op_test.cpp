@@ -207,6 +207,15 @@ std::vector<Case> cases() {
   c.push_back({"masked_select", {m34, positive}, {}, [=] { return one(masked_select(m34, positive)); }});
   c.push_back({"bincount", {counts}, {{"minlength", int64_t{7}}}, [=] { return one(bincount(counts, {}, 7)); }});
   c.push_back({"histc", {m34, int64_t{4}}, {{"min", -1.0}, {"max", int64_t{1}}}, [=] { return one(histc(m34, 4, -1, 1)); }});
+  c.push_back({"median.dim", {m34, int64_t{1}}, {{"keepdim", true}}, [=] { return two(median(m34, 1, true)); }});
+  c.push_back({"median", {m34}, {}, [=] { return one(median(m34)); }});
+  c.push_back({"kthvalue", {m34, int64_t{2}}, {{"dim", int64_t{0}}}, [=] { return two(kthvalue(m34, 2, 0)); }});
+  const Tensor qs = tensor(std::vector<double>{0.1, 0.5}).to(kFloat32);
+  c.push_back({"quantile", {m34, qs, int64_t{1}}, {{"interpolation", std::string("midpoint")}},
+               [=] { return one(quantile(m34, qs, 1, false, "midpoint")); }});
+  c.push_back({"quantile.scalar", {m34, 0.3}, {{"keepdim", true}}, [=] { return one(quantile(m34, 0.3, std::nullopt, true)); }});
+  c.push_back({"var_mean", {m34, Shape{1}}, {{"correction", int64_t{0}}}, [=] { return two(var_mean(m34, {1}, 0)); }});
+  c.push_back({"std_mean", {m34}, {{"keepdim", true}}, [=] { return two(std_mean(m34, {}, 1, true)); }});
   c.push_back({"diagonal", {m34}, {{"offset", int64_t{1}}}, [=] { return one(diagonal(m34, 1)); }});
   c.push_back({"meshgrid.indexing", {std::vector<Tensor>{arange(3), arange(2)}}, {{"indexing", std::string("xy")}},
                [] { return Results(meshgrid({arange(3), arange(2)}, "xy")); }});
