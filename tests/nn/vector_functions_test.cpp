@@ -9,18 +9,12 @@
 namespace kiln::test {
 namespace {
 
-double at(const Tensor& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) off += idx[static_cast<size_t>(d)] * t.stride(d);
-  return read_at(t, off);
-}
-
 // The p-norm of the vector of x along dim through idx (idx[dim] ignored).
 double norm_along(const Tensor& x, std::vector<int64_t> idx, int64_t dim, double p, double shift = 0) {
   double s = 0, m = 0;
   for (int64_t k = 0; k < x.size(dim); ++k) {
     idx[static_cast<size_t>(dim)] = k;
-    const double v = std::abs(at(x, idx) + shift);
+    const double v = std::abs(at_broadcast(x, idx) + shift);
     s += p == 2 ? v * v : std::pow(v, p);
     m = std::max(m, v);
   }
@@ -36,7 +30,7 @@ TEST(VectorFunctions, MatchElementwiseReferences) {
     std::vector<double> want;
     for (int64_t i = 0; i < 3 * 2 * 5; ++i) {
       const auto idx = unravel(i, {3, 2, 5});
-      const double a = at(x, idx), b = at(x, {idx[0], idx[1] + 2, idx[2]});
+      const double a = at_broadcast(x, idx), b = at_broadcast(x, {idx[0], idx[1] + 2, idx[2]});
       want.push_back(a / (1 + std::exp(-b)));
     }
     expect_close(nn::glu(x, 1), want, 1e-12, 1e-12, "glu " + l);
@@ -45,13 +39,13 @@ TEST(VectorFunctions, MatchElementwiseReferences) {
     want.clear();
     for (int64_t i = 0; i < x.numel(); ++i) {
       const auto idx = unravel(i, x.sizes());
-      const double v = at(x, idx);
+      const double v = at_broadcast(x, idx);
       want.push_back(v > 0 ? v : read_at(w, idx[1]) * v);
     }
     expect_close(nn::prelu(x, w), want, 1e-15, 0, "prelu per channel " + l);
     want.clear();
-    for (int64_t i = 0; i < x.numel(); ++i) want.push_back(std::max(0.0, at(x, unravel(i, x.sizes()))) +
-                                                         0.1 * std::min(0.0, at(x, unravel(i, x.sizes()))));
+    for (int64_t i = 0; i < x.numel(); ++i) want.push_back(std::max(0.0, at_broadcast(x, unravel(i, x.sizes()))) +
+                                                         0.1 * std::min(0.0, at_broadcast(x, unravel(i, x.sizes()))));
     expect_close(nn::prelu(x, full({1}, 0.1, kFloat64)), want, 1e-15, 1e-300, "prelu one slope " + l);
     // normalize along dims 1 and -1, p 2, 1, 3 and inf.
     for (double p : {2.0, 1.0, 3.0, static_cast<double>(INFINITY)})
@@ -60,7 +54,7 @@ TEST(VectorFunctions, MatchElementwiseReferences) {
         want.clear();
         for (int64_t i = 0; i < x.numel(); ++i) {
           const auto idx = unravel(i, x.sizes());
-          want.push_back(at(x, idx) / std::max(norm_along(x, idx, d, p), 1e-12));
+          want.push_back(at_broadcast(x, idx) / std::max(norm_along(x, idx, d, p), 1e-12));
         }
         expect_close(nn::normalize(x, p, dim), want, 1e-12, 1e-12, "normalize p " + std::to_string(p) + " " + l);
       }
@@ -72,7 +66,7 @@ TEST(VectorFunctions, MatchElementwiseReferences) {
       const auto idx = unravel(i, {3, 4});
       double dot = 0, nx = 0, ny = 0, dd = 0;
       for (int64_t k = 0; k < 5; ++k) {
-        const double a = at(x, {idx[0], idx[1], k}), b = at(y, {0, idx[1], k});
+        const double a = at_broadcast(x, {idx[0], idx[1], k}), b = at_broadcast(y, {0, idx[1], k});
         dot += a * b, nx += a * a, ny += b * b, dd += std::pow(std::abs(a - b + 1e-6), 3);
       }
       want.push_back(dot / (std::max(std::sqrt(nx), 1e-8) * std::max(std::sqrt(ny), 1e-8)));

@@ -6,12 +6,6 @@
 namespace kiln::test {
 namespace {
 
-double at(const Tensor& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) off += idx[static_cast<size_t>(d)] * t.stride(d);
-  return read_at(t, off);
-}
-
 // The reference of an index update along dim: per element of x, its value
 // after the slices of source (or value) that the index sends to it.
 enum class Update { Add, Copy, Fill };
@@ -20,13 +14,13 @@ std::vector<double> reference(Update u, const Tensor& x, int64_t dim, const std:
   std::vector<double> want;
   for (int64_t i = 0; i < x.numel(); ++i) {
     std::vector<int64_t> idx = unravel(i, x.sizes());
-    double v = at(x, idx);
+    double v = at_broadcast(x, idx);
     for (size_t k = 0; k < index.size(); ++k) {
       if (index[k] != idx[static_cast<size_t>(dim)]) continue;
       std::vector<int64_t> s = idx;
       s[static_cast<size_t>(dim)] = static_cast<int64_t>(k);
-      if (u == Update::Add) v += alpha * at(source, s);
-      else if (u == Update::Copy) v = at(source, s);
+      if (u == Update::Add) v += alpha * at_broadcast(source, s);
+      else if (u == Update::Copy) v = at_broadcast(source, s);
       else v = alpha;
     }
     want.push_back(v);
@@ -102,7 +96,7 @@ TEST(IndexUpdates, DiagonalIsAViewOfEachPlane) {
             idx[static_cast<size_t>(other)] = o;
             idx[static_cast<size_t>(a)] = k + std::max<int64_t>(-offset, 0);
             idx[static_cast<size_t>(b)] = k + std::max<int64_t>(offset, 0);
-            want.push_back(at(x, idx));
+            want.push_back(at_broadcast(x, idx));
           }
         expect_close(g, want, 0, 0, std::string(layout_name(layout)) + " offset " + std::to_string(offset));
       }

@@ -7,13 +7,6 @@
 namespace kiln::test {
 namespace {
 
-// The value of t at a multi-index (any layout).
-double at(const Tensor& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) off += idx[static_cast<size_t>(d)] * t.stride(d);
-  return read_at(t, off);
-}
-
 // out[i] == f(multi-index of i) for every element.
 void expect_each(const Tensor& out, const Shape& shape, const std::function<double(const std::vector<int64_t>&)>& f,
                  const std::string& what) {
@@ -34,18 +27,18 @@ TEST(Rearrange, FlipRollRepeatTileMovedim) {
   for (Layout layout : all_layouts()) {
     const Tensor x = make_input({3, 4, 5}, layout, kFloat64);
     const std::string l = layout_name(layout);
-    expect_each(flip(x, {0, -1}), {3, 4, 5}, [&](auto i) { return at(x, {2 - i[0], i[1], 4 - i[2]}); }, "flip " + l);
+    expect_each(flip(x, {0, -1}), {3, 4, 5}, [&](auto i) { return at_broadcast(x, {2 - i[0], i[1], 4 - i[2]}); }, "flip " + l);
     expect_each(roll(x, {1, -7}, {1, 2}), {3, 4, 5},
-                [&](auto i) { return at(x, {i[0], (i[1] + 3) % 4, (i[2] + 7) % 5}); }, "roll " + l);
+                [&](auto i) { return at_broadcast(x, {i[0], (i[1] + 3) % 4, (i[2] + 7) % 5}); }, "roll " + l);
     expect_each(roll(x, {4}), {3, 4, 5}, [&](auto i) {  // flattened
                   const int64_t flat = ((i[0] * 20 + i[1] * 5 + i[2]) - 4 + 60) % 60;
-                  return at(x, {flat / 20, flat / 5 % 4, flat % 5});
+                  return at_broadcast(x, {flat / 20, flat / 5 % 4, flat % 5});
                 }, "roll flat " + l);
-    expect_each(repeat(x, {2, 1, 3, 2}), {2, 3, 12, 10}, [&](auto i) { return at(x, {i[1], i[2] % 4, i[3] % 5}); },
+    expect_each(repeat(x, {2, 1, 3, 2}), {2, 3, 12, 10}, [&](auto i) { return at_broadcast(x, {i[1], i[2] % 4, i[3] % 5}); },
                 "repeat " + l);
-    expect_each(tile(x, {2, 1}), {3, 8, 5}, [&](auto i) { return at(x, {i[0], i[1] % 4, i[2]}); }, "tile " + l);
-    expect_each(movedim(x, {0}, {2}), {4, 5, 3}, [&](auto i) { return at(x, {i[2], i[0], i[1]}); }, "movedim " + l);
-    expect_each(movedim(x, {-1, 0}, {0, 1}), {5, 3, 4}, [&](auto i) { return at(x, {i[1], i[2], i[0]}); },
+    expect_each(tile(x, {2, 1}), {3, 8, 5}, [&](auto i) { return at_broadcast(x, {i[0], i[1] % 4, i[2]}); }, "tile " + l);
+    expect_each(movedim(x, {0}, {2}), {4, 5, 3}, [&](auto i) { return at_broadcast(x, {i[2], i[0], i[1]}); }, "movedim " + l);
+    expect_each(movedim(x, {-1, 0}, {0, 1}), {5, 3, 4}, [&](auto i) { return at_broadcast(x, {i[1], i[2], i[0]}); },
                 "movedim two " + l);
   }
   // Empty, 0-d and size-1 dims; a new tensor even when nothing moves.
@@ -74,16 +67,16 @@ TEST(Rearrange, FlipRollRepeatTileMovedim) {
 TEST(Rearrange, TakeAlongDimAndMeshgrid) {
   manual_seed(81);
   const Tensor x = randn({3, 5}, kFloat64), idx = randint(0, 5, {3, 4}), col = randint(0, 3, {1, 5});
-  expect_each(take_along_dim(x, idx, 1), {3, 4}, [&](auto i) { return at(x, {i[0], static_cast<int64_t>(at(idx, i))}); }, "rows");
-  expect_each(take_along_dim(x, col, 0), {1, 5}, [&](auto i) { return at(x, {static_cast<int64_t>(at(col, i)), i[1]}); }, "cols");
+  expect_each(take_along_dim(x, idx, 1), {3, 4}, [&](auto i) { return at_broadcast(x, {i[0], static_cast<int64_t>(at_broadcast(idx, i))}); }, "rows");
+  expect_each(take_along_dim(x, col, 0), {1, 5}, [&](auto i) { return at_broadcast(x, {static_cast<int64_t>(at_broadcast(col, i)), i[1]}); }, "cols");
   // The other dims broadcast: one index row for every row of x.
   const Tensor shared = randint(0, 5, {1, 2});
-  expect_each(take_along_dim(x, shared, 1), {3, 2}, [&](auto i) { return at(x, {i[0], static_cast<int64_t>(at(shared, {0, i[1]}))}); },
+  expect_each(take_along_dim(x, shared, 1), {3, 2}, [&](auto i) { return at_broadcast(x, {i[0], static_cast<int64_t>(at_broadcast(shared, {0, i[1]}))}); },
               "broadcast");
   const Tensor flat = randint(0, 15, {6});
   expect_each(take_along_dim(x.t(), flat), {6}, [&](auto i) {
-                const int64_t f = static_cast<int64_t>(at(flat, i));
-                return at(x, {f % 3, f / 3});  // x.t() flattened row-major
+                const int64_t f = static_cast<int64_t>(at_broadcast(flat, i));
+                return at_broadcast(x, {f % 3, f / 3});  // x.t() flattened row-major
               }, "flattened");
   expect_gradcheck([&](const Tensor& t) { return take_along_dim(t, idx, 1); }, x, "take_along_dim");
   expect_error([&] { (void)take_along_dim(x, idx.to(kFloat32), 1); }, {"take_along_dim", "integer", "float32"});
@@ -91,11 +84,11 @@ TEST(Rearrange, TakeAlongDimAndMeshgrid) {
 
   const Tensor a = tensor<double>({1, 2, 3}), b = tensor<double>({10, 20});
   const auto ij = meshgrid({a, b});
-  expect_each(ij[0], {3, 2}, [&](auto i) { return at(a, {i[0]}); }, "ij 0");
-  expect_each(ij[1], {3, 2}, [&](auto i) { return at(b, {i[1]}); }, "ij 1");
+  expect_each(ij[0], {3, 2}, [&](auto i) { return at_broadcast(a, {i[0]}); }, "ij 0");
+  expect_each(ij[1], {3, 2}, [&](auto i) { return at_broadcast(b, {i[1]}); }, "ij 1");
   const auto xy = meshgrid({a, b, full({}, 7.0)}, "xy");
-  expect_each(xy[0], {2, 3, 1}, [&](auto i) { return at(a, {i[1]}); }, "xy 0");
-  expect_each(xy[1], {2, 3, 1}, [&](auto i) { return at(b, {i[0]}); }, "xy 1");
+  expect_each(xy[0], {2, 3, 1}, [&](auto i) { return at_broadcast(a, {i[1]}); }, "xy 0");
+  expect_each(xy[1], {2, 3, 1}, [&](auto i) { return at_broadcast(b, {i[0]}); }, "xy 1");
   expect_each(xy[2], {2, 3, 1}, [](auto) { return 7.0; }, "xy 2");
   expect_error([&] { (void)meshgrid({a, x}); }, {"meshgrid", "[3, 5]"});
   expect_error([&] { (void)meshgrid({a}, "yx"); }, {"meshgrid", "'yx'"});
@@ -104,9 +97,9 @@ TEST(Rearrange, TakeAlongDimAndMeshgrid) {
 TEST(Rearrange, ComposedProducts) {
   manual_seed(82);
   const Tensor u = randn({4}, kFloat64), v = randn({3}, kFloat64), w = randn({4}, kFloat64);
-  expect_each(outer(u, v), {4, 3}, [&](auto i) { return at(u, {i[0]}) * at(v, {i[1]}); }, "outer");
+  expect_each(outer(u, v), {4, 3}, [&](auto i) { return at_broadcast(u, {i[0]}) * at_broadcast(v, {i[1]}); }, "outer");
   double d = 0;
-  for (int64_t i = 0; i < 4; ++i) d += at(u, {i}) * at(w, {i});
+  for (int64_t i = 0; i < 4; ++i) d += at_broadcast(u, {i}) * at_broadcast(w, {i});
   expect_close(dot(u, w), {d}, 1e-12, 1e-12, "dot");
   expect_close(vdot(u, w), {d}, 1e-12, 1e-12, "vdot");
   EXPECT_EQ(dot(zeros({0}), zeros({0})).item<double>(), 0.0);
@@ -121,18 +114,18 @@ TEST(Rearrange, ComposedProducts) {
     for (int64_t k = 0; k < p.size(-1); ++k) {
       auto pi = lead, qi = lead;
       pi.insert(pi.end(), {i, k}), qi.insert(qi.end(), {k, j});
-      s += at(p, pi) * at(q, qi);
+      s += at_broadcast(p, pi) * at_broadcast(q, qi);
     }
     return s;
   };
-  expect_each(addmm(in, m1, m2, 0.5, 2.0), {3, 2}, [&](auto i) { return 0.5 * at(in, {i[1]}) + 2 * mm(m1, m2, i[0], i[1]); }, "addmm");
+  expect_each(addmm(in, m1, m2, 0.5, 2.0), {3, 2}, [&](auto i) { return 0.5 * at_broadcast(in, {i[1]}) + 2 * mm(m1, m2, i[0], i[1]); }, "addmm");
   const Tensor nan_in = full({3, 2}, std::numeric_limits<double>::quiet_NaN());
   expect_each(addmm(nan_in, m1, m2, 0.0), {3, 2}, [&](auto i) { return mm(m1, m2, i[0], i[1]); }, "addmm beta 0 ignores NaN");
   const Tensor b1 = randn({2, 3, 4}, kFloat64), b2 = randn({2, 4, 5}, kFloat64), bin = randn({3, 5}, kFloat64);
   expect_each(baddbmm(bin, b1, b2, 2.0, -1.0), {2, 3, 5},
-              [&](auto i) { return 2 * at(bin, {i[1], i[2]}) - mm(b1, b2, i[1], i[2], {i[0]}); }, "baddbmm");
+              [&](auto i) { return 2 * at_broadcast(bin, {i[1], i[2]}) - mm(b1, b2, i[1], i[2], {i[0]}); }, "baddbmm");
   expect_each(addbmm(bin, b1, b2), {3, 5},
-              [&](auto i) { return at(bin, i) + mm(b1, b2, i[0], i[1], {0}) + mm(b1, b2, i[0], i[1], {1}); }, "addbmm");
+              [&](auto i) { return at_broadcast(bin, i) + mm(b1, b2, i[0], i[1], {0}) + mm(b1, b2, i[0], i[1], {1}); }, "addbmm");
   expect_error([&] { (void)addmm(in, m1, m1); }, {"addmm", "[3, 4]", "cannot be multiplied"});
   expect_error([&] { (void)baddbmm(bin, b1, b1); }, {"baddbmm", "[2, 3, 4]"});
 
@@ -141,20 +134,20 @@ TEST(Rearrange, ComposedProducts) {
   expect_each(tensordot(ta, tb, {1, 2}, {1, 0}), {2, 5}, [&](auto i) {
                 double s = 0;
                 for (int64_t j = 0; j < 3; ++j)
-                  for (int64_t k = 0; k < 4; ++k) s += at(ta, {i[0], j, k}) * at(tb, {k, j, i[1]});
+                  for (int64_t k = 0; k < 4; ++k) s += at_broadcast(ta, {i[0], j, k}) * at_broadcast(tb, {k, j, i[1]});
                 return s;
               }, "tensordot");
   const Tensor tc = randn({4, 6}, kFloat64);
   expect_each(tensordot(ta, tc, 1), {2, 3, 6}, [&](auto i) {
                 double s = 0;
-                for (int64_t k = 0; k < 4; ++k) s += at(ta, {i[0], i[1], k}) * at(tc, {k, i[2]});
+                for (int64_t k = 0; k < 4; ++k) s += at_broadcast(ta, {i[0], i[1], k}) * at_broadcast(tc, {k, i[2]});
                 return s;
               }, "tensordot int");
   expect_error([&] { (void)tensordot(ta, tb, {1}, {2}); }, {"tensordot", "differ in size", "3", "5"});
   expect_error([&] { (void)tensordot(ta, tc, 4); }, {"tensordot", "cannot contract 4"});
 
   const Tensor ka = randn({2, 3}, kFloat64), kb = randn({4}, kFloat64);
-  expect_each(kron(ka, kb), {2, 12}, [&](auto i) { return at(ka, {i[0], i[1] / 4}) * at(kb, {i[1] % 4}); }, "kron");
+  expect_each(kron(ka, kb), {2, 12}, [&](auto i) { return at_broadcast(ka, {i[0], i[1] / 4}) * at_broadcast(kb, {i[1] % 4}); }, "kron");
   const Tensor g1 = randn({3, 2}), g2 = randn({2, 4});
   Tensor a = g1.to(kFloat64).requires_grad_(), b = g2.to(kFloat64).requires_grad_(), c = randn({4}, kFloat64).requires_grad_();
   auto grads = [&](const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> in, const char* what) {
