@@ -198,6 +198,10 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double b
 Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Shape& dims_b);
 Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);
 Tensor kron(const Tensor& a, const Tensor& b);
+// a x b along dim (size 3; a and b broadcast), as torch.linalg.cross.
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+// The p-norm distance of every row of x1 (..., P, M) to every row of x2 (..., R, M): (..., P, R).
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
 
 // ---- neural-network functions
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -256,6 +260,13 @@ Tensor tile(const Tensor& x, const Shape& dims);
 Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = {});
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
+// (..., C r^2, H, W) to (..., C, H r, W r) and back, as torch.pixel_shuffle / pixel_unshuffle.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// The last dim on the diagonal (offset) of new (dim1, dim2) planes; diag:
+// a 1-d x on a matrix's diagonal, or a 2-d x's diagonal (a copy).
+Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+Tensor diag(const Tensor& x, int64_t diagonal = 0);
 
 // Order statistics along dim: the lower median (a row holding NaN: its
 // first NaN), the k-th smallest (1-based; NaN counts as largest), each with

@@ -1,6 +1,6 @@
 // Products composed of matmul/bmm and elementwise ops (autograd and
 // compile come with them): outer, dot, vdot, addmm, addbmm, baddbmm,
-// tensordot, kron, with PyTorch's argument checks.
+// tensordot, kron, cross, cdist, with PyTorch's argument checks.
 #include <algorithm>
 #include <numeric>
 
@@ -114,6 +114,31 @@ Tensor kron(const Tensor& a, const Tensor& b) {
   return (a.reshape(av) * b.reshape(bv)).reshape(out);
 }
 
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  const char* op = "cross";
+  const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), op);
+  const Tensor x = a.expand(shape), y = b.expand(shape);
+  const int64_t n = static_cast<int64_t>(shape.size());
+  check(dim >= -n && dim < n, op, "dim ", dim, " is out of range for ", n, "-d inputs");
+  const int64_t d = dim < 0 ? dim + n : dim;
+  check(shape[static_cast<size_t>(d)] == 3, op, "expected size 3 at dim ", d, " but got inputs ",
+        shape_text(a.sizes()), " and ", shape_text(b.sizes()));
+  // c_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1} (indices mod 3).
+  auto shifted = [&](const Tensor& t, int64_t k) { return roll(t, {-k}, {d}); };
+  return shifted(x, 1) * shifted(y, 2) - shifted(x, 2) * shifted(y, 1);
+}
+
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
+  const char* op = "cdist";
+  check(x1.dim() >= 2 && x2.dim() >= 2 && x1.size(-1) == x2.size(-1), op,
+        "expected (..., P, M) and (..., R, M) inputs but got ", shape_text(x1.sizes()), " and ", shape_text(x2.sizes()));
+  check(p >= 0, op, "p must be non-negative but got ", p);
+  check(is_floating(x1.dtype()) && is_floating(x2.dtype()), op, "expected floating inputs but got ", x1.dtype(),
+        " and ", x2.dtype());
+  // Every pair's difference, then its p-norm (exact: no |a|^2 + |b|^2 - 2ab cancellation).
+  return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1});
+}
+
 namespace {
 const bool registered = [] {
   ops::def<&outer>("outer(Tensor self, Tensor vec2) -> Tensor");
@@ -125,6 +150,8 @@ const bool registered = [] {
   ops::def<static_cast<Tensor (*)(const Tensor&, const Tensor&, const Shape&, const Shape&)>(&tensordot)>(
       "tensordot(Tensor self, Tensor other, int[] dims_self, int[] dims_other) -> Tensor");
   ops::def<&kron>("kron(Tensor self, Tensor other) -> Tensor");
+  ops::def<&cross>("linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor");
+  ops::def<&cdist>("cdist(Tensor x1, Tensor x2, float p=2.0) -> Tensor");
   return true;
 }();
 }  // namespace

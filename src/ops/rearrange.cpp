@@ -1,6 +1,7 @@
 // Ops that rearrange elements without arithmetic, composed of views,
 // index_select, cat, expand and gather so autograd and compile come with
-// them: flip, roll, repeat, tile, movedim, take_along_dim, meshgrid.
+// them: flip, roll, repeat, tile, movedim, take_along_dim, meshgrid,
+// pixel_shuffle / pixel_unshuffle, diag / diag_embed.
 #include <algorithm>
 #include <numeric>
 
@@ -135,6 +136,67 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::stri
   return out;
 }
 
+// (..., C r^2, H, W) <-> (..., C, H r, W r): channel c r^2 + i r + j goes to pixel (h r + i, w r + j).
+Tensor pixel_shuffle(const Tensor& x, int64_t r) {
+  const char* op = "pixel_shuffle";
+  check(r > 0, op, "upscale_factor must be positive but got ", r);
+  check(x.dim() >= 3 && x.size(-3) % (r * r) == 0, op, "expected (..., C * ", r * r, ", H, W) but got ",
+        shape_text(x.sizes()));
+  const int64_t n = x.dim(), c = x.size(-3) / (r * r), h = x.size(-2), w = x.size(-1);
+  Shape lead(x.sizes().begin(), x.sizes().end() - 3), split = lead, out = lead;
+  split.insert(split.end(), {c, r, r, h, w});
+  out.insert(out.end(), {c, h * r, w * r});
+  Shape perm;
+  for (int64_t i = 0; i < n - 3; ++i) perm.push_back(i);
+  const int64_t b = n - 3;
+  perm.insert(perm.end(), {b, b + 3, b + 1, b + 4, b + 2});  // c, h, i, w, j
+  return x.reshape(split).permute(perm).reshape(out);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
+  const char* op = "pixel_unshuffle";
+  check(r > 0, op, "downscale_factor must be positive but got ", r);
+  check(x.dim() >= 3 && x.size(-2) % r == 0 && x.size(-1) % r == 0, op, "expected (..., C, H, W) with H and W ",
+        "multiples of ", r, " but got ", shape_text(x.sizes()));
+  const int64_t n = x.dim(), c = x.size(-3), h = x.size(-2) / r, w = x.size(-1) / r;
+  Shape lead(x.sizes().begin(), x.sizes().end() - 3), split = lead, out = lead;
+  split.insert(split.end(), {c, h, r, w, r});
+  out.insert(out.end(), {c * r * r, h, w});
+  Shape perm;
+  for (int64_t i = 0; i < n - 3; ++i) perm.push_back(i);
+  const int64_t b = n - 3;
+  perm.insert(perm.end(), {b, b + 2, b + 4, b + 1, b + 3});  // c, i, j, h, w
+  return x.reshape(split).permute(perm).reshape(out);
+}
+
+// The last dim of x on the diagonal (offset) of new (dim1, dim2) planes of
+// size n + |offset|, zeros elsewhere: a scatter into flattened planes.
+Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  const char* op = "diag_embed";
+  check(x.dim() >= 1, op, "expected a tensor of at least 1 dim but got a 0-d one");
+  const int64_t out_dims = x.dim() + 1;
+  const int64_t d1 = wrap(op, dim1, out_dims), d2 = wrap(op, dim2, out_dims);
+  check(d1 != d2, op, "dim1 and dim2 must differ but both are ", d1);
+  const int64_t n = x.size(-1), m = n + std::abs(offset);
+  const int64_t row0 = std::max<int64_t>(-offset, 0), col0 = std::max<int64_t>(offset, 0);
+  Shape lead(x.sizes().begin(), x.sizes().end() - 1), flat = lead, planes = lead;
+  flat.push_back(m * m);
+  planes.insert(planes.end(), {m, m});
+  const Tensor i = arange(n, TensorOptions(kInt64).device(x.device()));
+  Shape idx_shape(lead.size(), 1);
+  idx_shape.push_back(n);
+  const Tensor pos = ((i + row0) * m + (i + col0)).reshape(idx_shape).expand(x.sizes());
+  const Tensor out = scatter(zeros(flat, TensorOptions(x.dtype()).device(x.device())), -1, pos, x).reshape(planes);
+  // The planes are the last two dims; move them to (d1, d2).
+  return movedim(out, {out_dims - 2, out_dims - 1}, {d1, d2});
+}
+
+Tensor diag(const Tensor& x, int64_t diagonal_index) {
+  check(x.dim() == 1 || x.dim() == 2, "diag", "expected a 1-d or 2-d tensor but got shape ", shape_text(x.sizes()));
+  if (x.dim() == 1) return diag_embed(x, diagonal_index, 0, 1);
+  return diagonal(x, diagonal_index).clone();
+}
+
 namespace {
 const bool registered = [] {
   ops::def<&flip>("flip(Tensor self, int[] dims) -> Tensor");
@@ -144,6 +206,10 @@ const bool registered = [] {
   ops::def<&movedim>("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)");
   ops::def<&take_along_dim>("take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor");
   ops::def<&meshgrid>("meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]");
+  ops::def<&pixel_shuffle>("pixel_shuffle(Tensor self, int upscale_factor) -> Tensor");
+  ops::def<&pixel_unshuffle>("pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor");
+  ops::def<&diag_embed>("diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor");
+  ops::def<&diag>("diag(Tensor self, int diagonal=0) -> Tensor");
   return true;
 }();
 }  // namespace

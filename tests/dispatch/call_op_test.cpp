@@ -216,6 +216,15 @@ std::vector<Case> cases() {
   c.push_back({"quantile.scalar", {m34, 0.3}, {{"keepdim", true}}, [=] { return one(quantile(m34, 0.3, std::nullopt, true)); }});
   c.push_back({"var_mean", {m34, Shape{1}}, {{"correction", int64_t{0}}}, [=] { return two(var_mean(m34, {1}, 0)); }});
   c.push_back({"std_mean", {m34}, {{"keepdim", true}}, [=] { return two(std_mean(m34, {}, 1, true)); }});
+  const Tensor img = randn({1, 4, 2, 3});
+  c.push_back({"pixel_shuffle", {img, int64_t{2}}, {}, [=] { return one(pixel_shuffle(img, 2)); }});
+  c.push_back({"pixel_unshuffle", {img, int64_t{1}}, {}, [=] { return one(pixel_unshuffle(img, 1)); }});
+  c.push_back({"diag_embed", {m34}, {{"offset", int64_t{-1}}}, [=] { return one(diag_embed(m34, -1)); }});
+  c.push_back({"diag", {m34, int64_t{1}}, {}, [=] { return one(diag(m34, 1)); }});
+  const Tensor v3 = randn({4, 3});
+  const Tensor w3 = randn({3});
+  c.push_back({"linalg_cross", {v3, w3}, {}, [=] { return one(cross(v3, w3)); }});
+  c.push_back({"cdist", {m34, m45.t()}, {{"p", 1.0}}, [=] { return one(cdist(m34, m45.t(), 1.0)); }});
   c.push_back({"diagonal", {m34}, {{"offset", int64_t{1}}}, [=] { return one(diagonal(m34, 1)); }});
   c.push_back({"meshgrid.indexing", {std::vector<Tensor>{arange(3), arange(2)}}, {{"indexing", std::string("xy")}},
                [] { return Results(meshgrid({arange(3), arange(2)}, "xy")); }});

@@ -159,5 +159,60 @@ TEST(Rearrange, ComposedProducts) {
   grads([](auto& v) { return outer(v[0], v[1]); }, {c, randn({2}, kFloat64).requires_grad_()}, "outer");
 }
 
+
+TEST(Rearrange, PixelShuffleDiagEmbedCrossCdist) {
+  manual_seed(84);
+  auto grads = [](const std::function<Tensor(const std::vector<Tensor>&)>& f, std::vector<Tensor> in, const char* what) {
+    EXPECT_TRUE(autograd::gradcheck([&](const std::vector<Tensor>& v) { return std::vector<Tensor>{f(v)}; }, in)) << what;
+  };
+  for (Layout layout : all_layouts()) {
+    const std::string l = layout_name(layout);
+    // pixel_shuffle (2, 2 * 4, 3, 5) with r = 2: out[n][c][h*2+i][w*2+j] = x[n][c*4+i*2+j][h][w].
+    const Tensor x = make_input({2, 8, 3, 5}, layout, kFloat64);
+    const Tensor ps = pixel_shuffle(x, 2);
+    expect_each(ps, {2, 2, 6, 10}, [&](auto i) {
+      return at_broadcast(x, {i[0], i[1] * 4 + (i[2] % 2) * 2 + i[3] % 2, i[2] / 2, i[3] / 2});
+    }, "pixel_shuffle " + l);
+    expect_close(pixel_unshuffle(ps, 2), values(x.contiguous()), 0, 0, "pixel_unshuffle " + l);
+    // diag_embed of (3, 4) with offset 1 into planes (dim1 0, dim2 2): out[a][b][c] = x[b][a] where c == a + 1.
+    const Tensor v = make_input({3, 4}, layout, kFloat64);
+    expect_each(diag_embed(v, 1, 0, 2), {5, 3, 5}, [&](auto i) {
+      return i[2] == i[0] + 1 && i[0] < 4 ? at_broadcast(v, {i[1], i[0]}) : 0.0;
+    }, "diag_embed " + l);
+    expect_each(diag_embed(v, -2), {3, 6, 6}, [&](auto i) {
+      return i[1] == i[2] + 2 ? at_broadcast(v, {i[0], i[2]}) : 0.0;
+    }, "diag_embed below " + l);
+    // cross along dim 0 of (3, 4) with b broadcast from (3, 1).
+    const Tensor a = make_input({3, 4}, layout, kFloat64), b = randn({3, 1}, kFloat64);
+    expect_each(cross(a, b, 0), {3, 4}, [&](auto i) {
+      const int64_t p = (i[0] + 1) % 3, q = (i[0] + 2) % 3;
+      return at_broadcast(a, {p, i[1]}) * at_broadcast(b, {q, 0}) - at_broadcast(a, {q, i[1]}) * at_broadcast(b, {p, 0});
+    }, "cross " + l);
+    // cdist of (4, 3) rows against (5, 3) rows, p = 2 and 1.
+    const Tensor c = make_input({4, 3}, layout, kFloat64), d = randn({5, 3}, kFloat64);
+    for (double p : {2.0, 1.0})
+      expect_each(cdist(c, d, p), {4, 5}, [&](auto i) {
+        double s = 0;
+        for (int64_t k = 0; k < 3; ++k) s += std::pow(std::abs(at_broadcast(c, {i[0], k}) - at_broadcast(d, {i[1], k})), p);
+        return std::pow(s, 1 / p);
+      }, "cdist " + l);
+  }
+  expect_close(diag(tensor(std::vector<double>{1, 2})), {1, 0, 0, 2}, 0, 0, "diag of a vector");
+  expect_close(diag(arange(9.0).reshape({3, 3}), 1), {1, 5}, 0, 0, "diag of a matrix");
+  EXPECT_EQ(diag_embed(empty({2, 0})).sizes(), (Shape{2, 0, 0}));
+  EXPECT_EQ(cdist(empty({0, 3}), randn({2, 3})).sizes(), (Shape{0, 2}));
+  grads([](auto& t) { return pixel_shuffle(t[0], 2); }, {randn({1, 4, 2, 3}, kFloat64).requires_grad_()}, "pixel_shuffle");
+  grads([](auto& t) { return diag_embed(t[0], 1); }, {randn({2, 3}, kFloat64).requires_grad_()}, "diag_embed");
+  grads([](auto& t) { return cross(t[0], t[1]); },
+        {randn({2, 3}, kFloat64).requires_grad_(), randn({3}, kFloat64).requires_grad_()}, "cross");
+  grads([](auto& t) { return cdist(t[0], t[1]); },
+        {randn({3, 2}, kFloat64).requires_grad_(), randn({4, 2}, kFloat64).requires_grad_()}, "cdist");
+  expect_error([] { pixel_shuffle(randn({1, 3, 2, 2}), 2); }, {"[pixel_shuffle]", "C * 4", "[1, 3, 2, 2]"});
+  expect_error([] { pixel_unshuffle(randn({1, 1, 3, 4}), 2); }, {"[pixel_unshuffle]", "multiples of 2", "[1, 1, 3, 4]"});
+  expect_error([] { diag(randn({2, 2, 2})); }, {"[diag]", "1-d or 2-d", "[2, 2, 2]"});
+  expect_error([] { diag_embed(randn({3}), 0, 1, -1); }, {"[diag_embed]", "must differ"});
+  expect_error([] { cross(randn({4}), randn({4})); }, {"[cross]", "size 3", "[4]"});
+  expect_error([] { cdist(randn({2, 3}), randn({2, 4})); }, {"[cdist]", "[2, 3]", "[2, 4]"});
+}
 }  // namespace
 }  // namespace kiln::test
