@@ -23,8 +23,8 @@ inline bool rows_hold_heads(const Tensor& q) { return q.stride(2) > q.stride(1);
 // Every flex_attention call is the dispatcher op "flex_attention" (out,
 // lse), whose backward formula calls "flex_attention_backward", so eager
 // autograd, kiln::compile's tracer (one graph node, no graph break) and the
-// profiler all see it. Its inputs are q, k, v (any float dtypes: the kernels
-// compute in float64 when q is float64, else in float32), the block mask's
+// profiler all see it. Its inputs are q, k, v (one float dtype: the kernels
+// compute in float64 for float64, else in float32), the block mask's
 // int tensors, and the tensors the score_mod learns (learned(), or the
 // CapturedTensors it reads that require grad), whose gradients the backward
 // op returns after dq, dk, dv. The mods travel as the op's "mods" attribute
