@@ -251,9 +251,7 @@ BlockMask<MaskMod> create_block_mask(MaskMod mask_mod, int64_t B, int64_t H, int
   BlockMask<MaskMod> m(mask_mod);
   m.B = B, m.H = H, m.q_len = q_len, m.kv_len = kv_len, m.block_size = block_size;
   auto held = attention_detail::make_zeroed<attention_detail::MaskEvaluatorOf<MaskMod>>(mask_mod);
-  std::string key;
-  attention_detail::append_bytes(key, held->mask_mod);
-  attention_detail::build_block_mask(m, OpaqueAttr{std::move(held), std::move(key)}, device);
+  attention_detail::build_block_mask(m, attention_detail::keyed(held, held->mask_mod), device);
   return m;
 }
 

@@ -15,6 +15,16 @@ void BlockMaskData::move_to(Device device) {
     if (t->defined()) *t = t->to(device);
 }
 
+namespace attention_detail {
+Attrs mask_size_attrs(const BlockMaskData& m) {
+  return {{"B", m.B}, {"H", m.H}, {"q_len", m.q_len}, {"kv_len", m.kv_len}, {"block_size", m.block_size}};
+}
+void read_mask_sizes(const Attrs& a, BlockMaskData& m) {
+  m.B = a.get_int("B"), m.H = a.get_int("H"), m.q_len = a.get_int("q_len"), m.kv_len = a.get_int("kv_len");
+  m.block_size = a.get_int("block_size");
+}
+}  // namespace attention_detail
+
 void BlockMaskData::build_transposed() {
   const int64_t nk = num_kv_blocks();
   std::tie(q_num_blocks, q_indices) = attention_detail::transpose_block_lists(kv_num_blocks, kv_indices, nk);

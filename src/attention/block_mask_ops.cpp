@@ -16,8 +16,8 @@ const MaskEvaluator& evaluator_of(const Attrs& a) {
 TensorMeta on_cpu(Shape sizes, DType dtype) { return {std::move(sizes), dtype, {}, 0, kCPU}; }
 
 std::vector<TensorMeta> lists_shape(std::span<const Tensor>, const Attrs& a) {
-  const MaskSizes z = mask_sizes(a);
-  const Shape counts = {z.B, z.H, z.nq()}, lists = {z.B, z.H, z.nq(), std::max<int64_t>(z.nk(), 1)};
+  const BlockMaskData z = mask_sizes(a);
+  const Shape counts = {z.B, z.H, z.num_q_blocks()}, lists = {z.B, z.H, z.num_q_blocks(), std::max<int64_t>(z.num_kv_blocks(), 1)};
   return {on_cpu(counts, kInt32), on_cpu(counts, kInt32), on_cpu(lists, kInt32), on_cpu(lists, kInt32)};
 }
 void lists_kernel(const OpCall& c) {
@@ -26,8 +26,8 @@ void lists_kernel(const OpCall& c) {
 }
 
 std::vector<TensorMeta> partial_bits_shape(std::span<const Tensor>, const Attrs& a) {
-  const MaskSizes z = mask_sizes(a);
-  return {on_cpu({z.B, z.H, z.nq(), a.get_int("most"), z.block_size, z.words()}, kInt64)};
+  const BlockMaskData z = mask_sizes(a);
+  return {on_cpu({z.B, z.H, z.num_q_blocks(), a.get_int("most"), z.block_size, z.bit_words()}, kInt64)};
 }
 
 // inputs: per-row counts (B, H, rows) and lists (B, H, rows, width) of
@@ -81,18 +81,14 @@ const OpDef& kTranspose = register_op(mask_op(
 
 }  // namespace
 
-MaskSizes mask_sizes(const Attrs& a) {
-  return {a.get_int("B"), a.get_int("H"), a.get_int("q_len"), a.get_int("kv_len"), a.get_int("block_size")};
-}
-
 std::pair<Tensor, Tensor> transpose_block_lists(const Tensor& num_blocks, const Tensor& indices, int64_t columns) {
   std::vector<Tensor> r = dispatch(kTranspose, std::vector<Tensor>{num_blocks, indices}, Attrs{{"columns", columns}});
   return {r[0], r[1]};
 }
 
 void build_block_mask(BlockMaskData& m, OpaqueAttr evaluator, Device device) {
-  Attrs attrs = {{"mask_mod", std::move(evaluator)}, {"B", m.B},           {"H", m.H},
-                 {"q_len", m.q_len},                 {"kv_len", m.kv_len}, {"block_size", m.block_size}};
+  Attrs attrs = mask_size_attrs(m);
+  attrs.set("mask_mod", std::move(evaluator));
   std::vector<Tensor> lists = dispatch(kLists, {}, attrs);
   m.kv_num_blocks = lists[0], m.full_kv_num_blocks = lists[1], m.kv_indices = lists[2], m.full_kv_indices = lists[3];
   // The bits of each row's partial blocks, unless they would be too large

@@ -84,16 +84,12 @@ std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor&
                             m.full_q_indices,
                             m.partial_bits.defined() ? m.partial_bits : empty({0}, TensorOptions(kInt64).device(q.device()))};
   in.insert(in.end(), learned.begin(), learned.end());
-  const Attrs attrs = {{"mods", std::move(mods)},
-                       {"B", m.B},
-                       {"H", m.H},
-                       {"q_len", m.q_len},
-                       {"kv_len", m.kv_len},
-                       {"block_size", m.block_size},
-                       {"has_scale", opt.scale.has_value()},
-                       {"scale", opt.scale.value_or(0.0)},
-                       {"enable_gqa", opt.enable_gqa},
-                       {"kv_partitions", opt.kv_partitions}};
+  Attrs attrs = mask_size_attrs(m);
+  attrs.set("mods", std::move(mods));
+  attrs.set("has_scale", opt.scale.has_value());
+  attrs.set("scale", opt.scale.value_or(0.0));
+  attrs.set("enable_gqa", opt.enable_gqa);
+  attrs.set("kv_partitions", opt.kv_partitions);
   std::vector<Tensor> r = dispatch(kFlex, in, attrs);
   if (rows_hold_heads(q)) r[0] = r[0].transpose(1, 2);
   return r;
@@ -102,9 +98,7 @@ std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor&
 void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m) {
   check(c.inputs.size() >= first + kMaskTensors, "flex_attention", "expected at least ", first + kMaskTensors,
         " inputs but got ", c.inputs.size());
-  const Attrs& a = c.attrs;
-  m.B = a.get_int("B"), m.H = a.get_int("H"), m.q_len = a.get_int("q_len"), m.kv_len = a.get_int("kv_len");
-  m.block_size = a.get_int("block_size");
+  read_mask_sizes(c.attrs, m);
   Tensor* lists[kMaskTensors] = {&m.kv_num_blocks, &m.kv_indices, &m.full_kv_num_blocks, &m.full_kv_indices,
                                  &m.q_num_blocks,  &m.q_indices,  &m.full_q_num_blocks,  &m.full_q_indices,
                                  &m.partial_bits};

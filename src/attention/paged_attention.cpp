@@ -97,7 +97,6 @@ void PagedKVCache::assign(const Tensor& batch_idx, const Tensor& input_pos, cons
   }
 }
 
-
 Tensor PagedKVCache::physical_to_logical_rows(const Tensor& batch_idx) const {
   check(batch_idx.dtype() == kInt64 && batch_idx.dim() == 1, "PagedKVCache.convert_logical_block_mask",
         "expected batch_idx (B) int64 but got ", shape_text(batch_idx.sizes()), " ", batch_idx.dtype());

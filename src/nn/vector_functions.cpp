@@ -40,7 +40,7 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), "normalize");
   const Tensor n = norm(x, p, {d}, true);
-  return x / clamp(n, eps, std::nullopt).expand(x.sizes());
+  return x / clamp(n, eps, std::nullopt);
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {

@@ -11,9 +11,6 @@
 namespace kiln {
 namespace {
 
-// A 0-d tensor is indexed as one of one element (as in PyTorch).
-Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
-
 // Checks the index and returns dim wrapped.
 int64_t check_index_along(const char* op, const Tensor& x, int64_t dim, const Tensor& index) {
   check(index.dtype() == kInt64 || index.dtype() == kInt32, op, "expected an int64 or int32 index but got ",
@@ -33,9 +30,9 @@ Tensor spread_index(const Tensor& index, int64_t dim, const Shape& sizes) {
 // source laid out as x with dim resized to the index's length, else an error.
 Tensor checked_source(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
   check(source.dtype() == x.dtype(), op, "expected source of x's dtype ", x.dtype(), " but got ", source.dtype());
-  Shape want = as_1d(x).sizes();
+  Shape want = ops::at_least_1d(x).sizes();
   want[static_cast<size_t>(dim)] = index.numel();
-  const Tensor s = as_1d(source);
+  const Tensor s = ops::at_least_1d(source);
   check(s.sizes() == want, op, "expected source of shape ", shape_text(want), " (x ", shape_text(x.sizes()),
         " with dim ", dim, " of the index's length ", index.numel(), ") but got ", shape_text(source.sizes()));
   return s;
@@ -58,23 +55,23 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   const char* op = "index_add";
   const int64_t d = check_index_along(op, x, dim, index);
   const Tensor s = checked_source(op, x, d, index, source);
-  return scattering(op, x, [&] { return scatter_add(as_1d(x), d, spread_index(index, d, s.sizes()), s * alpha); });
+  return scattering(op, x, [&] { return scatter_add(ops::at_least_1d(x), d, spread_index(index, d, s.sizes()), s * alpha); });
 }
 
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
   const char* op = "index_copy";
   const int64_t d = check_index_along(op, x, dim, index);
   const Tensor s = checked_source(op, x, d, index, source);
-  return scattering(op, x, [&] { return scatter(as_1d(x), d, spread_index(index, d, s.sizes()), s); });
+  return scattering(op, x, [&] { return scatter(ops::at_least_1d(x), d, spread_index(index, d, s.sizes()), s); });
 }
 
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
   const char* op = "index_fill";
   const int64_t d = check_index_along(op, x, dim, index);
-  Shape sizes = as_1d(x).sizes();
+  Shape sizes = ops::at_least_1d(x).sizes();
   sizes[static_cast<size_t>(d)] = index.numel();
   const Tensor fill = full(sizes, value, TensorOptions(x.dtype()).device(x.device()));
-  return scattering(op, x, [&] { return scatter(as_1d(x), d, spread_index(index, d, sizes), fill); });
+  return scattering(op, x, [&] { return scatter(ops::at_least_1d(x), d, spread_index(index, d, sizes), fill); });
 }
 
 namespace {

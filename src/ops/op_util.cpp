@@ -12,6 +12,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
 Shape reduction_dims(const Tensor& x, const Shape& dims, const char* op) {
   Shape out;
   if (dims.empty()) {

@@ -20,6 +20,10 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); a 0-dim tensor accepts 0 and -1.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 
+// A 0-d tensor as a 1-d one of one element (others unchanged), for ops that
+// treat a 0-d input as a single element along dim 0.
+Tensor at_least_1d(const Tensor& t);
+
 // Sorted, unique, wrapped dims; empty means all dims.
 Shape reduction_dims(const Tensor& x, const Shape& dims, const char* op);
 Shape reduced_shape(const Shape& sizes, const Shape& dims, bool keepdim);

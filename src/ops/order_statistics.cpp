@@ -15,20 +15,19 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// x sorted ascending along d (NaN last, as PyTorch's sort), with the
-// original positions; a 0-d x as one element.
-std::tuple<Tensor, Tensor> sorted_along(const Tensor& x, int64_t d) { return sort(x.dim() == 0 ? x.reshape({1}) : x, d); }
-
-// The values and indices at per-row positions `pos` (keepdim shape, int64) of sorted rows.
-std::tuple<Tensor, Tensor> pick(const std::tuple<Tensor, Tensor>& sorted, int64_t d, const Tensor& pos, bool keepdim,
-                                const Tensor& x) {
-  Tensor v = gather(std::get<0>(sorted), d, pos), i = gather(std::get<1>(sorted), d, pos);
-  if (!keepdim || x.dim() == 0) v = x.dim() == 0 ? v.reshape({}) : v.squeeze(d), i = x.dim() == 0 ? i.reshape({}) : i.squeeze(d);
+// The values and indices at per-row positions `pos` (keepdim shape, int64)
+// of x's rows sorted ascending along d (NaN last, as PyTorch's sort).
+std::tuple<Tensor, Tensor> pick_sorted(const Tensor& x, int64_t d, const Tensor& pos, bool keepdim) {
+  const auto [sorted, order] = sort(ops::at_least_1d(x), d);
+  Tensor v = gather(sorted, d, pos), i = gather(order, d, pos);
+  if (x.dim() == 0) return {v.reshape({}), i.reshape({})};
+  if (!keepdim) v = v.squeeze(d), i = i.squeeze(d);
   return {v, i};
 }
 
+// x's shape with dim d of size 1 (a 0-d x as one element).
 Shape row_shape(const Tensor& x, int64_t d) {
-  Shape s = x.dim() == 0 ? Shape{1} : x.sizes();
+  Shape s = ops::at_least_1d(x).sizes();
   s[static_cast<size_t>(d)] = 1;
   return s;
 }
@@ -37,14 +36,12 @@ Shape row_shape(const Tensor& x, int64_t d) {
 
 std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), "median");
-  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  const int64_t n = ops::at_least_1d(x).size(d);
   check(n > 0, "median", "cannot compute the median of the empty dim ", d, " of shape ", shape_text(x.sizes()));
-  const auto sorted = sorted_along(x, d);
   // The lower median, or the first NaN of a row holding one (sorted last).
-  const Tensor x1 = x.dim() == 0 ? x.reshape({1}) : x;
-  const Tensor nans = sum(isnan(x1).to(kInt64), {d}, true);
+  const Tensor nans = sum(isnan(ops::at_least_1d(x)).to(kInt64), {d}, true);
   const Tensor pos = where(gt(nans, wrapped_scalar(0)), n - nans, full(row_shape(x, d), (n - 1) / 2, kInt64));
-  return pick(sorted, d, pos, keepdim, x);
+  return pick_sorted(x, d, pos, keepdim);
 }
 
 Tensor median(const Tensor& x) {
@@ -54,10 +51,10 @@ Tensor median(const Tensor& x) {
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), "kthvalue");
-  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  const int64_t n = ops::at_least_1d(x).size(d);
   check(k >= 1 && k <= n, "kthvalue", "k (", k, ") is out of range for dim ", d, " of size ", n, " (shape ",
         shape_text(x.sizes()), ")");
-  return pick(sorted_along(x, d), d, full(row_shape(x, d), k - 1, kInt64), keepdim, x);
+  return pick_sorted(x, d, full(row_shape(x, d), k - 1, kInt64), keepdim);
 }
 
 Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
@@ -77,7 +74,7 @@ Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bo
   }();
   for (double v : qs) check(v >= 0 && v <= 1, op, "q values must be in [0, 1] but got ", v);
   // Without dim: over all elements (keepdim keeps every dim as 1).
-  const Tensor in = dim ? (x.dim() == 0 ? x.reshape({1}) : x) : x.reshape({-1});
+  const Tensor in = dim ? ops::at_least_1d(x) : x.reshape({-1});
   const int64_t d = dim ? ops::wrap_dim(*dim, x.dim(), op) : 0;
   const int64_t n = in.size(d);
   check(n > 0, op, "cannot compute a quantile of an empty dim (shape ", shape_text(x.sizes()), ")");

@@ -15,13 +15,13 @@ namespace {
 
 // The positions (int64, ascending) of the true elements of a flat bool tensor.
 Tensor true_positions(const Tensor& flat) {
+  const TensorOptions int64s = TensorOptions(kInt64).device(flat.device());
   const Tensor as_int = flat.to(kInt64);
   const int64_t count = sum(as_int).item<int64_t>();
   // True element i goes to slot (number of trues before it); the others to
   // a spare slot `count`, dropped after.
-  const Tensor slot = where(flat, cumsum(as_int, 0) - 1, full({}, count, TensorOptions(kInt64).device(flat.device())));
-  const Tensor all = arange(flat.numel(), TensorOptions(kInt64).device(flat.device()));
-  return scatter(zeros({count + 1}, TensorOptions(kInt64).device(flat.device())), 0, slot, all).narrow(0, 0, count);
+  const Tensor slot = where(flat, cumsum(as_int, 0) - 1, full({}, count, int64s));
+  return scatter(zeros({count + 1}, int64s), 0, slot, arange(flat.numel(), int64s)).narrow(0, 0, count);
 }
 
 Tensor nonzero_mask(const Tensor& x) { return x.dtype() == kBool ? x : ne(x, wrapped_scalar(0)); }

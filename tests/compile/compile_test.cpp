@@ -116,14 +116,6 @@ TEST_F(Compile, NormsLaterInALoopTakeTheirStatisticsInItsPasses) {
   }
 }
 
-// Runs of bmm_bias among the ops the profiler timed since `reset`.
-int64_t bias_gemm_calls() {
-  int64_t calls = 0;
-  for (const profiler::OpStats& s : profiler::op_stats())
-    if (s.key.rfind("bmm_bias ", 0) == 0) calls += s.calls;
-  return calls;
-}
-
 // A linear layer's bias add that only the next GEMM reads runs inside its
 // GEMM (bmm_bias, beta = 1 onto the bias rows); an add whose bias-free
 // input is also wanted does not. Results and gradients equal eager.
@@ -143,7 +135,7 @@ TEST_F(Compile, BiasAddsFoldIntoTheirGemm) {
     const Tensor x = randn({3, rows, 40}).requires_grad_();
     profiler::reset();
     const Tensor got = f(x), want = chain(x);
-    EXPECT_EQ(bias_gemm_calls(), 1) << what;
+    EXPECT_EQ(profiled_calls("bmm_bias"), 1) << what;
     expect_same(got, want, what, 1e-4);
     const Tensor go = randn(want.sizes());
     const auto have = autograd::grad({got}, {x, w1, b1}, {go}), expect = autograd::grad({want}, {x, w1, b1}, {go});
@@ -151,7 +143,7 @@ TEST_F(Compile, BiasAddsFoldIntoTheirGemm) {
     NoGradGuard no_grad;
     profiler::reset();
     const std::vector<Tensor> r = g(x.detach());
-    EXPECT_EQ(bias_gemm_calls(), 0) << what;
+    EXPECT_EQ(profiled_calls("bmm_bias"), 0) << what;
     const std::vector<Tensor> e = both(x.detach());
     expect_same(r[0], e[0], what + " without bias", 1e-4);
     expect_same(r[1], e[1], what + " with bias", 1e-4);

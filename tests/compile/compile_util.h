@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/compile.h"
+#include "kiln/profiler.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -24,6 +25,14 @@ class Compile : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(cache_dir_); }
   std::string cache_dir_;
 };
+
+// Runs of op `name` (any shapes) among the ops the profiler timed since `reset`.
+inline int64_t profiled_calls(const std::string& name) {
+  int64_t calls = 0;
+  for (const profiler::OpStats& s : profiler::op_stats())
+    if (s.key.rfind(name + " ", 0) == 0) calls += s.calls;
+  return calls;
+}
 
 inline CompileOptions backend(const std::string& b) {
   CompileOptions o;

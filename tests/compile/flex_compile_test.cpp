@@ -14,13 +14,6 @@
 namespace kiln::test {
 namespace {
 
-int64_t flex_calls() {
-  int64_t calls = 0;
-  for (const profiler::OpStats& s : profiler::op_stats())
-    if (s.key.rfind("flex_attention ", 0) == 0) calls += s.calls;
-  return calls;
-}
-
 // A relative-position bias read from a learned table through a
 // CapturedTensor, scaled by a number the lambda captures by value.
 auto biased(const Tensor& table, double gain, int64_t maxd) {
@@ -76,7 +69,7 @@ TEST_F(Compile, EveryFlexAttentionCallIsADispatcherOp) {
   EXPECT_EQ(low.out.dtype(), kBFloat16);
   const Tensor one = randn({1, 2, 1, 4}).to(kBFloat16);
   const FlexOutput decoded = flex_attention(one, k.to(kBFloat16), v.to(kBFloat16));
-  EXPECT_EQ(flex_calls(), 5);
+  EXPECT_EQ(profiled_calls("flex_attention"), 5);
   profiler::enable(false);
   // bfloat16 K/V decoding reads the cache as stored: it matches attention over the same values in float32.
   const Tensor ref = flex_attention(one.to(kFloat32), k.to(kBFloat16).to(kFloat32), v.to(kBFloat16).to(kFloat32)).out;

@@ -2,6 +2,7 @@
 // kernels its mods instantiate and the front end that calls it.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include <iterator>
 #include <new>
 #include <string>
 #include <typeinfo>
@@ -41,6 +42,9 @@ struct FlexMods {
 // {out, lse}: out at q's dtype and layout, lse at the compute dtype.
 std::vector<Tensor> call_flex_op(const Tensor& q, const Tensor& k, const Tensor& v, const BlockMaskData& m,
                                  const std::vector<Tensor>& learned, OpaqueAttr mods, const FlexOptions& opt);
+// A block mask's sizes (B, H, q_len, kv_len, block_size) as op attributes, and back.
+Attrs mask_size_attrs(const BlockMaskData& m);
+void read_mask_sizes(const Attrs& a, BlockMaskData& m);
 // The block mask (op inputs from `first` on, sizes from attrs) and options of an op call.
 void mask_from_op(const OpCall& c, size_t first, BlockMaskData& m);
 FlexOptions options_from_op(const Attrs& a);
@@ -167,18 +171,19 @@ struct FlexModsOf final : FlexMods {
                   in[4].data_ptr<T>(), in[5].data_ptr<T>(), dq_h.data_ptr<T>(), dk_h.data_ptr<T>(),
                   dv_h.data_ptr<T>(), s, m, mod, n_learned ? &dlearned : nullptr);
     };
-    if constexpr (LearnsTensors<ScoreMod> || std::is_empty_v<ScoreMod>) {
-      run(score_mod);
-    } else if (captured.empty()) {
-      run(score_mod);
-    } else {
-      const CapturedScoreMod<ScoreMod> learning{score_mod, captured};
-      run(learning);
-      check(!learning.missed->load(), "flex_attention",
-            "the score_mod read a CapturedTensor that requires grad which it did not read at any corner of the "
-            "(b, h, q_idx, kv_idx) space, or used a read as a plain number before it met the score: its gradient "
-            "cannot be computed");
+    bool learned_at_scores = false;
+    if constexpr (!LearnsTensors<ScoreMod> && !std::is_empty_v<ScoreMod>) {
+      if (!captured.empty()) {
+        const CapturedScoreMod<ScoreMod> learning{score_mod, captured};
+        run(learning);
+        check(!learning.missed->load(), "flex_attention",
+              "the score_mod read a CapturedTensor that requires grad which it did not read at any corner of the "
+              "(b, h, q_idx, kv_idx) space, or used a read as a plain number before it met the score: its gradient "
+              "cannot be computed");
+        learned_at_scores = true;
+      }
     }
+    if (!learned_at_scores) run(score_mod);
     finish(c.outputs[0], dq);
     if (per_batch) {
       c.outputs[1].copy_(dk.sum({0}, true)), c.outputs[2].copy_(dv.sum({0}, true));
@@ -186,14 +191,10 @@ struct FlexModsOf final : FlexMods {
       finish(c.outputs[1], dk), finish(c.outputs[2], dv);
     }
     for (size_t t = 0; t < n_learned; ++t) {
-      const Tensor g = from_blob_copy(dlearned[t], c.outputs[3 + t].sizes());
+      const Tensor g = empty(c.outputs[3 + t].sizes(), kFloat64);
+      std::copy(dlearned[t].begin(), dlearned[t].end(), g.data_ptr<double>());
       c.outputs[3 + t].copy_(g);
     }
-  }
-  static Tensor from_blob_copy(const std::vector<double>& values, const Shape& sizes) {
-    Tensor g = empty(sizes, kFloat64);
-    std::copy(values.begin(), values.end(), g.data_ptr<double>());
-    return g;
   }
 };
 
@@ -256,35 +257,49 @@ void append_bytes(std::string& key, const M& mod) {
   key += ';';
 }
 
+// An OpaqueAttr holding `held`, keyed by the bytes of `parts`, members of
+// held: memory they point to stays theirs while a compiled graph holds them.
+template <class X, class... Parts>
+OpaqueAttr keyed(std::shared_ptr<const X> held, const Parts&... parts) {
+  std::string key;
+  (append_bytes(key, parts), ...);
+  return {std::move(held), std::move(key)};
+}
+
 template <class T, class ScoreMod, class MaskMod>
 FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& score_mod,
                const BlockMask<MaskMod>& m, const FlexOptions& opt) {
   Shapes s = check_inputs(q, k, v, m, opt);
-  // The tensors the op learns, and the CapturedTensors the score_mod reads
-  // (Note [Tensors a score_mod captures]). The kernels read them through
-  // the mods: a tensor kiln::compile has not computed yet is computed first.
-  std::vector<Tensor> learned, captured;
+  // The tensors the score_mod reads: those it learns (learned()) or the
+  // CapturedTensors the corner probe finds (Note [Tensors a score_mod
+  // captures]). The kernels read them through the mods, so a tensor
+  // kiln::compile has not computed yet is computed first; the probe runs
+  // only where that or a gradient needs it.
+  std::vector<Tensor> read;
   if constexpr (LearnsTensors<ScoreMod>) {
-    learned = score_mod.learned();
+    read = score_mod.learned();
   } else if constexpr (!std::is_empty_v<ScoreMod>) {
-    if (s.B * s.Hq * s.L * s.S > 0 && q.device().type() != DeviceType::Meta) {
-      for (const Tensor& t : captured_tensors<T>(score_mod, s))
-        if (t.requires_grad() && is_grad_enabled()) captured.push_back(t);
-        else detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a CapturedTensor", SourceLocation());
+    if ((is_grad_enabled() || kiln::detail::concrete_value_hook) && s.B * s.Hq * s.L * s.S > 0 &&
+        q.device().type() != DeviceType::Meta)
+      read = captured_tensors<T>(score_mod, s);
+  }
+  for (const Tensor& t : read)
+    kiln::detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a tensor", SourceLocation());
+  // The op's learned inputs: every learned() tensor when one requires grad
+  // (the backward kernel fills their gradients together), or the captured
+  // tensors that require grad.
+  auto requires_grad = [](const Tensor& t) { return t.requires_grad(); };
+  std::vector<Tensor> learned, captured;
+  if (is_grad_enabled()) {
+    if constexpr (LearnsTensors<ScoreMod>) {
+      if (std::any_of(read.begin(), read.end(), requires_grad)) learned = read;
+    } else {
+      std::copy_if(read.begin(), read.end(), std::back_inserter(captured), requires_grad);
+      learned = captured;
     }
   }
-  for (const Tensor& t : learned) detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a tensor", SourceLocation());
-  for (const Tensor& t : captured) detail::on_concrete_value(t.impl(), "flex_attention's score_mod reads a CapturedTensor", SourceLocation());
-  if (!is_grad_enabled() || std::none_of(learned.begin(), learned.end(), [](const Tensor& t) { return t.requires_grad(); }))
-    learned.clear();
-  learned.insert(learned.end(), captured.begin(), captured.end());
-  // The key is taken from the copies the attribute holds: memory they
-  // point to stays theirs while a compiled graph holds them.
   auto held = make_zeroed<FlexModsOf<ScoreMod, MaskMod>>(score_mod, m.mask_mod, std::move(captured));
-  std::string key;
-  append_bytes(key, held->score_mod);
-  append_bytes(key, held->mask_mod);
-  OpaqueAttr mods{std::move(held), std::move(key)};
+  OpaqueAttr mods = keyed(held, held->score_mod, held->mask_mod);
   const std::vector<Tensor> r = call_flex_op(q, k, v, m, learned, std::move(mods), opt);
   Tensor lse_out;
   if (opt.return_lse) {

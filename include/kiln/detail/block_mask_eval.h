@@ -24,14 +24,12 @@ struct MaskEvaluator {
   virtual void partial_bits(const OpCall& c) const = 0;
 };
 
-// The sizes of a block mask op call (its attributes).
-struct MaskSizes {
-  int64_t B, H, q_len, kv_len, block_size;
-  int64_t nq() const { return (q_len + block_size - 1) / block_size; }
-  int64_t nk() const { return (kv_len + block_size - 1) / block_size; }
-  int64_t words() const { return (block_size + 63) / 64; }
-};
-MaskSizes mask_sizes(const Attrs& a);
+// The sizes of a block mask op call (its attributes; no lists).
+inline BlockMaskData mask_sizes(const Attrs& a) {
+  BlockMaskData z;
+  read_mask_sizes(a, z);
+  return z;
+}
 
 template <class MaskMod>
 struct MaskEvaluatorOf final : MaskEvaluator {
@@ -40,8 +38,8 @@ struct MaskEvaluatorOf final : MaskEvaluator {
 
   // The bits of block (row, kb) into `bits` (block_size rows of words);
   // returns how many of its in-range (q, kv) pairs are kept and how many there are.
-  std::pair<int64_t, int64_t> evaluate(const MaskSizes& z, int64_t row, int64_t kb, uint64_t* bits) const {
-    const int64_t H = z.H, nq = z.nq(), bs = z.block_size, words = z.words();
+  std::pair<int64_t, int64_t> evaluate(const BlockMaskData& z, int64_t row, int64_t kb, uint64_t* bits) const {
+    const int64_t H = z.H, nq = z.num_q_blocks(), bs = z.block_size, words = z.bit_words();
     const int64_t b = row / (H * nq), h = (row / nq) % H, qb = row % nq;
     int64_t on = 0, total = 0;
     if (bits) std::fill(bits, bits + bs * words, uint64_t{0});
@@ -58,13 +56,13 @@ struct MaskEvaluatorOf final : MaskEvaluator {
   }
 
   void lists(const OpCall& c) const override {
-    const MaskSizes z = mask_sizes(c.attrs);
-    const int64_t nk = z.nk(), width = std::max<int64_t>(nk, 1);
+    const BlockMaskData z = mask_sizes(c.attrs);
+    const int64_t nk = z.num_kv_blocks(), width = std::max<int64_t>(nk, 1);
     int32_t* pn = c.outputs[0].data_ptr<int32_t>();
     int32_t* fn = c.outputs[1].data_ptr<int32_t>();
     int32_t* pi = c.outputs[2].data_ptr<int32_t>();
     int32_t* fi = c.outputs[3].data_ptr<int32_t>();
-    parallel_for(0, z.B * z.H * z.nq(), 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, z.B * z.H * z.num_q_blocks(), 1, [&](int64_t lo, int64_t hi) {
       for (int64_t row = lo; row < hi; ++row)
         for (int64_t kb = 0; kb < nk; ++kb) {
           const auto [on, total] = evaluate(z, row, kb, nullptr);
@@ -76,12 +74,12 @@ struct MaskEvaluatorOf final : MaskEvaluator {
   }
 
   void partial_bits(const OpCall& c) const override {
-    const MaskSizes z = mask_sizes(c.attrs);
+    const BlockMaskData z = mask_sizes(c.attrs);
     const int32_t* pn = c.inputs[0].data_ptr<int32_t>();
     const int32_t* pi = c.inputs[1].data_ptr<int32_t>();
-    const int64_t width = c.inputs[1].size(3), most = c.outputs[0].size(3), block_words = z.block_size * z.words();
+    const int64_t width = c.inputs[1].size(3), most = c.outputs[0].size(3), block_words = z.block_size * z.bit_words();
     auto* dst = reinterpret_cast<uint64_t*>(c.outputs[0].data_ptr<int64_t>());
-    parallel_for(0, z.B * z.H * z.nq(), 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, z.B * z.H * z.num_q_blocks(), 1, [&](int64_t lo, int64_t hi) {
       for (int64_t row = lo; row < hi; ++row) {
         for (int64_t n = 0; n < pn[row]; ++n) evaluate(z, row, pi[row * width + n], dst + (row * most + n) * block_words);
         std::fill(dst + (row * most + pn[row]) * block_words, dst + (row + 1) * most * block_words, uint64_t{0});
