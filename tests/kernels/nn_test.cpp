@@ -56,6 +56,44 @@ TEST(NN, SoftmaxOfLargeAndMaskedRows) {
   EXPECT_TRUE(std::isnan(softmax(masked, 1).sum().item<float>()));  // PyTorch gives NaN too
 }
 
+// A float32 row spanning at most 87 takes the exponential with one scaling
+// (Note [Softmax's exponential]); a wider one the general form. Long rows (a
+// vector body and a tail), both kinds against float64 within a few float
+// ulps, and against each other where they differ only in an element whose
+// share rounds to nothing in the sum.
+TEST(NN, SoftmaxNarrowAndWideRowsAgreeWithFloat64) {
+  manual_seed(12);
+  const int64_t n = 1031;
+  for (bool log : {false, true}) {
+    // Logits on a grid of 2^-10 below 64: x - max is exact, so the error
+    // measured is the exponential's and the sum's, not the subtraction's
+    // (which scales with |x - max|). The sum of 1031 terms in one float
+    // accumulator (the scalar target) is good to a few 1e-6.
+    Tensor narrow = round(randn({5, n}) * (6.0 * 1024)) / 1024.0;
+    Tensor wide = narrow.clone();
+    const auto row_max = values(std::get<0>(max(narrow, 1)));
+    for (int64_t r = 0; r < 5; ++r) {
+      narrow.select(0, r).narrow(0, 7, 1).fill_(row_max[r] - 86.5);  // e^-86.5 is normal; exact on the grid
+      wide.select(0, r).narrow(0, 7, 1).fill_(row_max[r] - 200.0);   // span > 87; e^-200 is 0
+    }
+    const Tensor a = log ? log_softmax(narrow, 1) : softmax(narrow, 1);
+    const Tensor b = log ? log_softmax(wide, 1) : softmax(wide, 1);
+    const char* what = log ? "log_softmax" : "softmax";
+    expect_close(a, ref_lines(narrow, 1, [&](auto v) { return ref_softmax(v, log); }), 5e-6, log ? 5e-6 : 1e-45,
+                 std::string(what) + " narrow rows");
+    expect_close(b, ref_lines(wide, 1, [&](auto v) { return ref_softmax(v, log); }), 5e-6, log ? 5e-6 : 1e-45,
+                 std::string(what) + " wide rows");
+    // Every column but the 7th: the same within an ulp, computed by the two forms.
+    Tensor keep = ones({n}, kBool);
+    keep.narrow(0, 7, 1).fill_(0.0);
+    expect_close(masked_select(b, keep), values(masked_select(a, keep)), 2.4e-7, 0, std::string(what) + " forms");
+  }
+  // A NaN anywhere in a row makes its every output NaN, in both forms.
+  Tensor x = tensor<float>({1, 2, NAN, 4, 1, -300, NAN, 0}, {2, 4});
+  for (double v : values(softmax(x, 1))) EXPECT_TRUE(std::isnan(v));
+  for (double v : values(log_softmax(x, 1))) EXPECT_TRUE(std::isnan(v));
+}
+
 TEST(NN, LayerNormAndRmsNorm) {
   manual_seed(11);
   for (DType dt : {kFloat32, kFloat64, kBFloat16}) {

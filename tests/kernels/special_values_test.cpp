@@ -7,9 +7,11 @@
 // bound of the double result rounded to float32 (or within a denormal of
 // it); everything else must be of the same class: NaN, the same infinity,
 // the same signed zero. Runs once per CPU capability (kernel tests).
+#include <bit>
 #include <cfloat>
 #include <cmath>
 
+#include "kernels/cpu/pointwise_math.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -170,6 +172,30 @@ TEST(Float32Edges, SixteenBitFloatsKeepTheClassOfSpecialValues) {
         else EXPECT_TRUE(std::isfinite(got[i])) << c.name << "(" << xs[i] << ") = " << got[i] << " in " << dt;
       }
     }
+}
+
+// Note [Softmax's exponential]: exp_row_f within 1.08 ulp of e^x for x <= 0
+// (every 61st float from -0 to -104, then the clamp and NaN), and
+// exp_row_normal_f its bits wherever the row kernels use it, [-87, 0].
+TEST(Float32Edges, SoftmaxExponentialWithinItsBound) {
+  double worst = 0;
+  int misses = 0;
+  for (uint32_t b = std::bit_cast<uint32_t>(-0.0f); b <= std::bit_cast<uint32_t>(-104.0f) && misses < 5; b += 61) {
+    const float x = std::bit_cast<float>(b);
+    const float got = pointwise::exp_row_f(x);
+    const double want = std::exp(static_cast<double>(x));
+    const std::string why = judge(got, want, 1.08);
+    if (!why.empty()) ADD_FAILURE() << "exp_row_f(" << x << ") = " << got << ": " << why << (++misses, "");
+    if (got >= FLT_MIN) worst = std::max(worst, std::fabs(got - want) / ulp_of(static_cast<float>(want)));
+    if (x >= -87.0f && std::bit_cast<uint32_t>(pointwise::exp_row_normal_f(x)) != std::bit_cast<uint32_t>(got))
+      ADD_FAILURE() << "exp_row_normal_f(" << x << ") = " << pointwise::exp_row_normal_f(x) << ", exp_row_f " << got
+                    << (++misses, "");
+  }
+  if (std::getenv("KILN_REPORT_ULPS")) std::printf("exp_row   sweep    worst %.2f ulp\n", worst);
+  for (float x : {-104.5f, -1e30f, -FLT_MAX, -std::numeric_limits<float>::infinity()})
+    EXPECT_EQ(pointwise::exp_row_f(x), 0.0f) << x;
+  EXPECT_TRUE(std::isnan(pointwise::exp_row_f(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(pointwise::exp_row_f(0.0f), 1.0f);
 }
 
 TEST(Float32Edges, SoftmaxFamilyAtTheEdges) {

@@ -98,15 +98,19 @@ void AccumulateF32(float* acc, const float* x, size_t n) {
 // out = exp(x - max) / sum, or for log: (x - max) - log(sum). Subtracting
 // max first keeps x - max exact near the max: x - (max + log(sum)) rounds
 // max + log(sum) at max's magnitude (100x PyTorch's error for logits near
-// 1000; 0 instead of -log(n) for logits of 1e37). exp is the elementwise
-// op's own (pointwise_math.h) in its form for arguments <= 0; the loops
+// 1000; 0 instead of -log(n) for logits of 1e37). The row is in L1 after
+// the first pass, so the kernel is bound by its exponential (Note
+// [Softmax's exponential]): a row spanning at most 87 (every logit row in
+// practice; not one with -inf or -1e9 masks) takes the form with one scaling.
+// A NaN anywhere makes the sum NaN, so the row's every output, as in
+// PyTorch (max and min skip it: a comparison with NaN is false). The loops
 // are vectorised by the compiler for this Highway target.
-void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
-  const float mx = MaxF32(x, n);  // a row of -inf (fully masked) gives NaN, as in PyTorch
+template <class Exp>
+HWY_INLINE void SoftmaxRowWith(const float* x, float* out, size_t n, bool log, float mx, Exp exp) {
   float s = 0.0f;
   if (log) {
 #pragma omp simd reduction(+ : s)
-    for (size_t i = 0; i < n; ++i) s += pointwise::exp_upto89_f(x[i] - mx);
+    for (size_t i = 0; i < n; ++i) s += exp(x[i] - mx);
     const float log_s = std::log(s);
 #pragma omp simd
     for (size_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - log_s;
@@ -114,13 +118,28 @@ void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
   }
 #pragma omp simd reduction(+ : s)
   for (size_t i = 0; i < n; ++i) {
-    const float e = pointwise::exp_upto89_f(x[i] - mx);
+    const float e = exp(x[i] - mx);
     out[i] = e;
     s += e;
   }
   const float inv = 1.0f / s;
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) out[i] *= inv;
+}
+
+void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
+  float mx = -std::numeric_limits<float>::infinity(), mn = std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx) reduction(min : mn)
+  for (size_t i = 0; i < n; ++i) {
+    mx = x[i] > mx ? x[i] : mx;
+    mn = x[i] < mn ? x[i] : mn;
+  }
+  // A row of -inf (fully masked) has a NaN span and gives NaN, as in PyTorch.
+  if (mx - mn <= 87.0f) {
+    SoftmaxRowWith(x, out, n, log, mx, [](float v) { return pointwise::exp_row_normal_f(v); });
+  } else {
+    SoftmaxRowWith(x, out, n, log, mx, [](float v) { return pointwise::exp_row_f(v); });
+  }
 }
 
 // Affine output y = (x - mean) * scale * w + b over a row.
