@@ -98,6 +98,9 @@ struct BackwardDef {
   BackwardFn fn = nullptr;  // null: not differentiable (integer outputs, indices)
   uint8_t save = kSaveNone;
 };
+// The backward of an op that has no gradient (integer-valued results, index
+// outputs, a backward op not itself differentiated).
+inline constexpr BackwardDef kNotDifferentiable{nullptr, kSaveNone};
 
 }  // namespace autograd
 

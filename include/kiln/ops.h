@@ -179,6 +179,14 @@ Tensor cumsum(const Tensor& x, int64_t dim);
 // one reversed scan (PyTorch's cumsum_backward), exact to rounding where
 // total - cumsum + grad cancels.
 Tensor cumsum_backward(const Tensor& grad, int64_t dim);
+// Running products (integers give int64, wrapping on overflow as PyTorch's),
+// running maxima / minima with the index each came from (a NaN takes over,
+// a later NaN moves the index; ties take the later index, as PyTorch's CPU
+// kernels), and log(cumsum(exp(x))) computed without overflow.
+Tensor cumprod(const Tensor& x, int64_t dim);
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);  // values, indices
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
 
 // ---- linear algebra (OpenBLAS)
 Tensor mm(const Tensor& a, const Tensor& b);

@@ -57,11 +57,9 @@ void transpose_kernel(const OpCall& c) {
 }
 
 // Integer lists: no gradient.
-constexpr autograd::BackwardDef kNotDifferentiable{nullptr, autograd::kSaveNone};
-
 OpDef mask_op(std::string name, std::string schema, ShapeFn shape, KernelFn kernel) {
   OpDef d{std::move(name), std::move(schema), OpKind::Compute, shape, {kernel}};
-  d.backward = &kNotDifferentiable;
+  d.backward = &autograd::kNotDifferentiable;
   d.runs_while_tracing = true;
   return d;
 }

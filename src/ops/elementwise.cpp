@@ -76,10 +76,7 @@ const OpDef& kFmod = register_op(binary_def("fmod"));
 // binding for call_op beside them: with the functor in pointwise_math.h,
 // the whole of such an op is this declaration, its front end below and its
 // line in ops.h (docs/ARCHITECTURE.md, "Add an op").
-OpDef with_backward(OpDef def, const autograd::BackwardDef* backward) {
-  def.backward = backward;
-  return def;
-}
+using ops::with_backward;
 
 // d hypot / da = a / hypot (NaN at the origin, as in PyTorch).
 constexpr autograd::BackwardDef kHypotBackward{[](const BackwardContext& c) -> Grads {
@@ -175,7 +172,7 @@ constexpr autograd::BackwardDef kRemainderBackward{[](const BackwardContext& c) 
   return {ops::sum_to(g, c.input_meta[0].sizes),
           ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
 }, kSaveInputs};
-constexpr autograd::BackwardDef kNotDifferentiable{nullptr, kSaveNone};  // integer-valued (floor_divide)
+using autograd::kNotDifferentiable;  // integer-valued (floor_divide)
 // d atan2(a, b) = (b da - a db) / (a^2 + b^2).
 constexpr autograd::BackwardDef kAtan2Backward{[](const BackwardContext& c) -> Grads {
   const Tensor &a = c.inputs[0], &b = c.inputs[1];

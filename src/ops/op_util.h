@@ -43,6 +43,12 @@ std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&);
 std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs&);  // bool result
 std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a);    // attrs size, dtype
 
+// The op declared with its backward formula (OpDef::backward).
+inline OpDef with_backward(OpDef def, const autograd::BackwardDef* backward) {
+  def.backward = backward;
+  return def;
+}
+
 // Dispatches a one-output op on tensors.
 inline Tensor call(const OpDef& op, std::initializer_list<Tensor> in, const Attrs& attrs = {}) {
   return dispatch1(op, std::span<const Tensor>(in.begin(), in.size()), attrs);

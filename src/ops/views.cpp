@@ -242,12 +242,9 @@ std::vector<Tensor> diagonal_backward(const autograd::BackwardContext& c) {
   return {g};
 }
 constexpr autograd::BackwardDef kDiagonalBackward{diagonal_backward, autograd::kSaveNone};
-OpDef with_diagonal_backward(OpDef d) {
-  d.backward = &kDiagonalBackward;
-  return d;
-}
-const OpDef& kDiagonal = register_op(with_diagonal_backward(view_def(
-    "diagonal", "diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", diagonal_shape)));
+const OpDef& kDiagonal = register_op(ops::with_backward(
+    view_def("diagonal", "diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", diagonal_shape),
+    &kDiagonalBackward));
 const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
 // detach is its own op, not an alias whose history is dropped afterwards,
 // so that a trace (kiln::compile) sees where gradients stop.

@@ -209,6 +209,10 @@ std::vector<Case> cases() {
   c.push_back({"histc", {m34, int64_t{4}}, {{"min", -1.0}, {"max", int64_t{1}}}, [=] { return one(histc(m34, 4, -1, 1)); }});
   c.push_back({"median.dim", {m34, int64_t{1}}, {{"keepdim", true}}, [=] { return two(median(m34, 1, true)); }});
   c.push_back({"median", {m34}, {}, [=] { return one(median(m34)); }});
+  c.push_back({"cumprod", {m34, int64_t{1}}, {}, [=] { return one(cumprod(m34, 1)); }});
+  c.push_back({"cummax", {m34, int64_t{0}}, {}, [=] { return two(cummax(m34, 0)); }});
+  c.push_back({"cummin", {m34}, {{"dim", int64_t{-1}}}, [=] { return two(cummin(m34, -1)); }});
+  c.push_back({"logcumsumexp", {m34, int64_t{1}}, {}, [=] { return one(logcumsumexp(m34, 1)); }});
   c.push_back({"kthvalue", {m34, int64_t{2}}, {{"dim", int64_t{0}}}, [=] { return two(kthvalue(m34, 2, 0)); }});
   const Tensor qs = tensor(std::vector<double>{0.1, 0.5}).to(kFloat32);
   c.push_back({"quantile", {m34, qs, int64_t{1}}, {{"interpolation", std::string("midpoint")}},

@@ -21,7 +21,12 @@ void eye_kernel(const OpCall& c);
 template <ReduceOp OP> void reduce_kernel(const OpCall& c);      // attrs: dims
 void max_dim_kernel(const OpCall& c);                            // attrs: dim, keepdim -> values, indices
 void min_dim_kernel(const OpCall& c);                            // attrs: dim, keepdim -> values, indices
-void cumsum_kernel(const OpCall& c);                             // attrs: dim
+void cumsum_kernel(const OpCall& c);                             // attrs: dim, reverse
+void cumprod_kernel(const OpCall& c);                            // attrs: dim
+void cumprod_backward_kernel(const OpCall& c);                   // grad, self; attrs: dim
+void cummax_kernel(const OpCall& c);                             // attrs: dim -> values, indices
+void cummin_kernel(const OpCall& c);                             // attrs: dim -> values, indices
+void logcumsumexp_kernel(const OpCall& c);                       // attrs: dim
 
 void matmul_kernel(const OpCall& c);                             // batched, broadcast batch dims
 void matmul_bias_kernel(const OpCall& c);  // matmul + a bias row (Note [Bias in the GEMM])

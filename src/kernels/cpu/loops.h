@@ -10,10 +10,16 @@
 #include <tuple>
 #include <vector>
 
+#include "core/convert.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cpu {
+
+// What sums and products of T accumulate in: double for every float type,
+// int64 for integers and bool (PyTorch's CPU accumulate types).
+template <typename T>
+using acc_t = std::conditional_t<std::is_floating_point_v<T> || is_16bit_float<T>, double, int64_t>;
 
 // Elements per task: below ~32K a thread hand-off costs more than it saves.
 inline constexpr int64_t kGrain = 32768;

@@ -91,13 +91,16 @@ KILN_PW_INLINE float exp_f(float x) { return exp_upto89_f(x > 89.0f ? 89.0f : x)
 // Note [Softmax's exponential]
 // A softmax row rounds e^(x - max) twice more (the sum's reciprocal, the
 // product), so its exponential trades exp_upto89_f's last tenth of an ulp for
-// speed: e^r - 1 = r + r^2 q(r) with q a degree-4 minimax fit (mpmath's
-// chebyfit of (e^r - 1 - r) / r^2 on |r| <= ln(2) / 2 + 5e-4, relative error
-// 1.1e-8), two multiply-adds fewer than expm1_core. exp_row_f is within 1.08
-// ulp of e^x for every float x <= 0 (checked on all of them against libm's
-// double exp; exp_upto89_f: 0.98). For x in [-87, 0] the result and 2^k are
-// normal, so one scaling gives exp_row_f's bits exactly: exp_row_normal_f,
-// which the row kernels use when the row's span (max - min) is at most 87.
+// speed (the row kernels are bound by it): e^r - 1 = r + r^2 q(r) with q a
+// degree-4 minimax fit (mpmath's chebyfit of (e^r - 1 - r) / r^2 on
+// |r| <= ln(2) / 2 + 5e-4, relative error 1.1e-8), two multiply-adds fewer
+// than expm1_core; 2^k is read from round_shift's sum with the exponent bias
+// added there (one shift), and (1 + e) 2^k is one multiply-add, one rounding.
+// exp_row_f is within 1.07 ulp of e^x for every float x <= 0 (1.061 checked on all
+// of them against libm's double exp; exp_upto89_f: 0.98). For x in [-87, 0]
+// both 2^k and the result are normal, so one scaling gives exp_row_f's bits
+// exactly: exp_row_normal_f, which the row kernels use for a row whose span
+// (max - min) is at most 87.
 KILN_PW_INLINE float expm1_core_row(float r) {
   float p = 1.39262839e-03f;
   p = mad(p, r, 8.36325938e-03f);
@@ -107,19 +110,30 @@ KILN_PW_INLINE float expm1_core_row(float r) {
   return mad(r * r, p, r);
 }
 
+// x = k ln2 + r as reduce_ln2, returning the float whose low mantissa bits
+// hold k + 127 (2^k's exponent field while k >= -126).
+KILN_PW_INLINE float reduce_ln2_biased(float x, float& r) {
+  constexpr float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23, plus the bias
+  const float t = x * 1.44269504f + kShift;
+  const float kf = t - kShift;
+  r = mad(-kf, 1.42860677e-06f, mad(-kf, 0.693145751953125f, x));
+  return t;
+}
+
 KILN_PW_INLINE float exp_row_f(float x) {
-  const float xc = x < -104.0f ? -104.0f : x;
-  i32 k;
-  const float r = reduce_ln2(xc, k);
-  const float p = 1.0f + expm1_core_row(r);
+  float r;
+  const float t = reduce_ln2_biased(x < -104.0f ? -104.0f : x, r);
+  const i32 k = static_cast<i32>(to_bits(t) - 0x4B40007Fu);
   const i32 k1 = k >> 1;
-  return (p * pow2i(k1)) * pow2i(k - k1);
+  const float s1 = pow2i(k1);
+  return mad(expm1_core_row(r), s1, s1) * pow2i(k - k1);
 }
 
 KILN_PW_INLINE float exp_row_normal_f(float x) {
-  i32 k;
-  const float r = reduce_ln2(x, k);
-  return (1.0f + expm1_core_row(r)) * pow2i(k);
+  float r;
+  const float t = reduce_ln2_biased(x, r);
+  const float scale = from_bits(to_bits(t) << 23);
+  return mad(expm1_core_row(r), scale, scale);
 }
 
 // 2^x = 2^k 2^r with k = round(x) and r = x - k exact (|r| <= 1/2); 2^r =

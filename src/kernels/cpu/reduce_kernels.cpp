@@ -15,9 +15,6 @@
 namespace kiln::cpu {
 namespace {
 
-template <typename T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T> || is_16bit_float<T>, double, int64_t>;
-
 // One reduction: an identity, a combine step, and NaN handling for max/min.
 template <ReduceOp OP, typename A>
 struct Reducer {
@@ -217,32 +214,5 @@ static void extreme_dim(const OpCall& c, bool largest) {
 }
 void max_dim_kernel(const OpCall& c) { extreme_dim(c, true); }
 void min_dim_kernel(const OpCall& c) { extreme_dim(c, false); }
-
-void cumsum_kernel(const OpCall& c) {
-  const Tensor& x = c.inputs[0];
-  const Tensor& out = c.outputs[0];
-  const int64_t dim = c.attrs.get_int("dim");
-  const int64_t R = x.size(dim), xs = x.stride(dim), os = out.stride(dim);
-  const bool reverse = c.attrs.get_bool("reverse");  // sums over positions >= r (cumsum's gradient)
-  visit_dtype(out.dtype(), [&](auto otag) {
-    using O = decltype(otag);
-    visit_dtype(x.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if constexpr (std::is_same_v<T, O> || std::is_same_v<O, int64_t>) {
-        using Acc = acc_t<T>;
-        for_each_line<2>({&x, &out}, dim, R, [&](const std::array<char*, 2>& b, int64_t) {
-          Acc acc = 0;
-          for (int64_t i = 0; i < R; ++i) {
-            const int64_t r = reverse ? R - 1 - i : i;
-            acc += convert<Acc>(reinterpret_cast<const T*>(b[0])[r * xs]);
-            reinterpret_cast<O*>(b[1])[r * os] = convert<O>(acc);
-          }
-        });
-      } else {
-        fail("cumsum", "unsupported dtype pair ", x.dtype(), " -> ", out.dtype());
-      }
-    });
-  });
-}
 
 }  // namespace kiln::cpu

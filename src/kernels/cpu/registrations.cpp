@@ -51,6 +51,11 @@ const bool registered = [] {
     {"max.dim", max_dim_kernel},
     {"min.dim", min_dim_kernel},
     {"cumsum", cumsum_kernel},
+    {"cumprod", cumprod_kernel},
+    {"cumprod_backward", cumprod_backward_kernel},
+    {"cummax", cummax_kernel},
+    {"cummin", cummin_kernel},
+    {"logcumsumexp", logcumsumexp_kernel},
   };
   for (const auto& [op, kernel] : table) register_kernel(op, kCPU, kernel);
   // The elementwise ops of pointwise_math.h's lists: their kernel, and their

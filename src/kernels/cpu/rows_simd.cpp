@@ -103,8 +103,9 @@ void AccumulateF32(float* acc, const float* x, size_t n) {
 // [Softmax's exponential]): a row spanning at most 87 (every logit row in
 // practice; not one with -inf or -1e9 masks) takes the form with one scaling.
 // A NaN anywhere makes the sum NaN, so the row's every output, as in
-// PyTorch (max and min skip it: a comparison with NaN is false). The loops
-// are vectorised by the compiler for this Highway target.
+// PyTorch, whatever max and min made of it (the exponential of NaN - max is
+// NaN in both forms). The loops are vectorised by the compiler for this
+// Highway target.
 template <class Exp>
 HWY_INLINE void SoftmaxRowWith(const float* x, float* out, size_t n, bool log, float mx, Exp exp) {
   float s = 0.0f;
@@ -127,13 +128,31 @@ HWY_INLINE void SoftmaxRowWith(const float* x, float* out, size_t n, bool log, f
   for (size_t i = 0; i < n; ++i) out[i] *= inv;
 }
 
-void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
-  float mx = -std::numeric_limits<float>::infinity(), mn = std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx) reduction(min : mn)
-  for (size_t i = 0; i < n; ++i) {
+// The row's largest and smallest values, four vectors at a time (one
+// running max and min would wait on each other's latency). NaN: as above.
+HWY_INLINE void RowRange(const float* x, size_t n, float& mx, float& mn) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  auto hi0 = hn::Set(d, -std::numeric_limits<float>::infinity()), hi1 = hi0, hi2 = hi0, hi3 = hi0;
+  auto lo0 = hn::Set(d, std::numeric_limits<float>::infinity()), lo1 = lo0, lo2 = lo0, lo3 = lo0;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const auto v0 = hn::LoadU(d, x + i), v1 = hn::LoadU(d, x + i + N);
+    const auto v2 = hn::LoadU(d, x + i + 2 * N), v3 = hn::LoadU(d, x + i + 3 * N);
+    hi0 = hn::Max(hi0, v0), hi1 = hn::Max(hi1, v1), hi2 = hn::Max(hi2, v2), hi3 = hn::Max(hi3, v3);
+    lo0 = hn::Min(lo0, v0), lo1 = hn::Min(lo1, v1), lo2 = hn::Min(lo2, v2), lo3 = hn::Min(lo3, v3);
+  }
+  mx = hn::GetLane(hn::MaxOfLanes(d, hn::Max(hn::Max(hi0, hi1), hn::Max(hi2, hi3))));
+  mn = hn::GetLane(hn::MinOfLanes(d, hn::Min(hn::Min(lo0, lo1), hn::Min(lo2, lo3))));
+  for (; i < n; ++i) {
     mx = x[i] > mx ? x[i] : mx;
     mn = x[i] < mn ? x[i] : mn;
   }
+}
+
+void SoftmaxRowF32(const float* x, float* out, size_t n, bool log) {
+  float mx, mn;
+  RowRange(x, n, mx, mn);
   // A row of -inf (fully masked) has a NaN span and gives NaN, as in PyTorch.
   if (mx - mn <= 87.0f) {
     SoftmaxRowWith(x, out, n, log, mx, [](float v) { return pointwise::exp_row_normal_f(v); });
