@@ -256,6 +256,21 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bo
                                 bool sorted = true);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = true);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// For each value, the index where it would be inserted into its row of
+// sorted_sequence (1-D: one row for all; else rows sharing the values'
+// leading dims) to keep it sorted: before equal entries, or after them when
+// right (side "right"); sorter: the argsort of an unsorted sequence.
+// bucketize(x, boundaries) is searchsorted(boundaries, x). Comparisons as
+// PyTorch's: a NaN value goes after every boundary (NaN boundaries, as in
+// PyTorch, give answers that depend on the search's path).
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false, bool right = false,
+                    const std::optional<std::string>& side = {}, const Tensor& sorter = {});
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32 = false, bool right = false);
+// The distinct values of x, sorted (each NaN distinct, last); for every
+// element of x the index of its value among them (x's shape); how often each
+// occurs. unique_consecutive merges only runs of equal neighbours, in order.
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x);
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x);
 // Rearranging, as PyTorch's: reversed along dims; shifted cyclically along
 // dims (all elements, flattened, without dims); repeated `repeats` times per
 // dim (leading dims added); tile (repeat with fewer entries allowed); dims

@@ -16,6 +16,7 @@
 namespace kiln {
 
 class Tensor;
+class Generator;  // kiln/runtime.h
 
 // What a factory makes, as torch::TensorOptions: a dtype (unset: the
 // factory's default, float32 or the value's) and a device (unset: the
@@ -174,6 +175,25 @@ class Tensor {
   const Tensor& neg_(SourceLocation where = SourceLocation::current()) const;
   const Tensor& exp_(SourceLocation where = SourceLocation::current()) const;
   const Tensor& relu_(SourceLocation where = SourceLocation::current()) const;
+  // The functional ops' results written back (PyTorch's in-place forms).
+  const Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
+                           SourceLocation where = SourceLocation::current()) const;
+  const Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source,
+                            SourceLocation where = SourceLocation::current()) const;
+  const Tensor& index_fill_(int64_t dim, const Tensor& index, Scalar value,
+                            SourceLocation where = SourceLocation::current()) const;
+  const Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src,
+                         SourceLocation where = SourceLocation::current()) const;
+  const Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src,
+                             SourceLocation where = SourceLocation::current()) const;
+  // Fills with draws from the default generator, or `generator` when given
+  // (floating dtypes; bernoulli_ any dtype: 1 with probability p, else 0).
+  const Tensor& normal_(double mean = 0, double std = 1, Generator* generator = nullptr,
+                        SourceLocation where = SourceLocation::current()) const;
+  const Tensor& uniform_(double from = 0, double to = 1, Generator* generator = nullptr,
+                         SourceLocation where = SourceLocation::current()) const;
+  const Tensor& bernoulli_(double p = 0.5, Generator* generator = nullptr,
+                           SourceLocation where = SourceLocation::current()) const;
 
   // Common ops as methods, as in PyTorch
   Tensor sum(Shape dims = {}, bool keepdim = false) const;

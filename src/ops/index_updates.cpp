@@ -83,4 +83,28 @@ const bool registered = [] {
 }();
 }  // namespace
 
+// The in-place forms write the functional result back (copy_: autograd
+// treats them as PyTorch treats its in-place ops).
+const Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
+                                 SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return copy_(index_add(*this, dim, index, source, alpha));
+}
+const Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return copy_(index_copy(*this, dim, index, source));
+}
+const Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, Scalar value, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return copy_(index_fill(*this, dim, index, value));
+}
+const Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return copy_(scatter(*this, dim, index, src));
+}
+const Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  return copy_(scatter_add(*this, dim, index, src));
+}
+
 }  // namespace kiln

@@ -164,4 +164,33 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
   return dispatch1(kMultinomial, std::span<const Tensor>(&probs, 1), a);
 }
 
+// In-place fills: a draw of the tensor's shape and dtype written back.
+namespace {
+Generator& chosen(Generator* g) { return g ? *g : default_generator(); }
+void check_floating_fill(const Tensor& t, const char* op) {
+  check(is_floating(t.dtype()), op, "expected a floating point tensor but got ", t.dtype());
+}
+}  // namespace
+
+const Tensor& Tensor::normal_(double mean, double std, Generator* generator, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  check_floating_fill(*this, "normal_");
+  check(std >= 0, "normal_", "expected std >= 0 but got ", std);
+  const Tensor draw = randn(sizes(), chosen(generator), TensorOptions(kFloat64).device(device()));
+  return copy_(draw * std + mean);
+}
+const Tensor& Tensor::uniform_(double from, double to, Generator* generator, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  check_floating_fill(*this, "uniform_");
+  check(from <= to, "uniform_", "expected from <= to but got from=", from, " to=", to);
+  const Tensor draw = rand(sizes(), chosen(generator), TensorOptions(kFloat64).device(device()));
+  return copy_(draw * (to - from) + from);
+}
+const Tensor& Tensor::bernoulli_(double p, Generator* generator, SourceLocation where) const {
+  const detail::ApiCall call(where);
+  check(p >= 0 && p <= 1, "bernoulli_", "expected 0 <= p <= 1 but got ", p);
+  const Tensor draw = rand(sizes(), chosen(generator), TensorOptions(kFloat64).device(device()));
+  return copy_(lt(draw, wrapped_scalar(p)));
+}
+
 }  // namespace kiln

@@ -213,6 +213,13 @@ std::vector<Case> cases() {
   c.push_back({"cummax", {m34, int64_t{0}}, {}, [=] { return two(cummax(m34, 0)); }});
   c.push_back({"cummin", {m34}, {{"dim", int64_t{-1}}}, [=] { return two(cummin(m34, -1)); }});
   c.push_back({"logcumsumexp", {m34, int64_t{1}}, {}, [=] { return one(logcumsumexp(m34, 1)); }});
+  const Tensor sorted34 = std::get<0>(sort(m34, 1));
+  c.push_back({"searchsorted", {sorted34, m34}, {{"right", true}}, [=] { return one(searchsorted(sorted34, m34, false, true)); }});
+  c.push_back({"bucketize", {m34, sorted34.select(0, 0)}, {{"out_int32", true}},
+               [=] { return one(bucketize(m34, sorted34.select(0, 0), true)); }});
+  auto three = [](std::tuple<Tensor, Tensor, Tensor> t) { return Results{std::get<0>(t), std::get<1>(t), std::get<2>(t)}; };
+  c.push_back({"unique", {counts}, {}, [=] { return three(unique(counts)); }});
+  c.push_back({"unique_consecutive", {counts}, {}, [=] { return three(unique_consecutive(counts)); }});
   c.push_back({"kthvalue", {m34, int64_t{2}}, {{"dim", int64_t{0}}}, [=] { return two(kthvalue(m34, 2, 0)); }});
   const Tensor qs = tensor(std::vector<double>{0.1, 0.5}).to(kFloat32);
   c.push_back({"quantile", {m34, qs, int64_t{1}}, {{"interpolation", std::string("midpoint")}},

@@ -61,6 +61,78 @@ TEST(IndexUpdates, AddCopyFillMatchElementwiseReferences) {
   EXPECT_EQ(index_add(empty({0, 3}), 1, tensor(std::vector<int64_t>{2}), empty({0, 1})).sizes(), (Shape{0, 3}));
 }
 
+// The in-place forms write the functional result into x, through views
+// too, and keep autograd's rules for in-place ops.
+TEST(IndexUpdates, InPlaceFormsWriteTheFunctionalResult) {
+  manual_seed(97);
+  const Tensor idx = tensor(std::vector<int64_t>{2, 0, 2});
+  const Tensor src = randn({3, 4}, kFloat64);
+  const Tensor x = randn({3, 4}, kFloat64);
+  auto fresh = [&] { return x.clone(); };
+  Tensor a = fresh();
+  EXPECT_EQ(&a.index_add_(0, idx, src, 0.5), &a);
+  expect_close(a, values(index_add(x, 0, idx, src, 0.5)), 0, 0, "index_add_");
+  Tensor b = fresh();
+  b.index_copy_(1, tensor(std::vector<int64_t>{3, 1}), src.narrow(1, 0, 2));
+  expect_close(b, values(index_copy(x, 1, tensor(std::vector<int64_t>{3, 1}), src.narrow(1, 0, 2))), 0, 0, "index_copy_");
+  Tensor c = fresh();
+  c.index_fill_(1, idx, -2.0);
+  expect_close(c, values(index_fill(x, 1, idx, -2.0)), 0, 0, "index_fill_");
+  const Tensor where_to = randint(0, 3, {2, 4});
+  Tensor d = fresh();
+  d.scatter_(0, where_to, src.narrow(0, 0, 2));
+  expect_close(d, values(scatter(x, 0, where_to, src.narrow(0, 0, 2))), 0, 0, "scatter_");
+  Tensor e = fresh();
+  e.scatter_add_(0, where_to, src.narrow(0, 0, 2));
+  expect_close(e, values(scatter_add(x, 0, where_to, src.narrow(0, 0, 2))), 0, 0, "scatter_add_");
+  // Into a transposed view: the base sees the write.
+  Tensor base = fresh();
+  base.t().index_fill_(0, tensor(std::vector<int64_t>{1}), 9.0);
+  expect_close(base.select(1, 1), {9, 9, 9}, 0, 0, "index_fill_ through a view");
+  // Gradients flow as through the functional op: to x where not overwritten, to source.
+  const Tensor leaf = randn({3, 4}, kFloat64).requires_grad_(), s = randn({3, 4}, kFloat64).requires_grad_();
+  Tensor y = leaf * 1.0;
+  y.index_copy_(0, tensor(std::vector<int64_t>{1}), s.narrow(0, 0, 1));
+  y.sum().backward();
+  expect_close(leaf.grad().select(0, 1), {0, 0, 0, 0}, 0, 0, "overwritten row gets no gradient");
+  expect_close(s.grad().select(0, 0), {1, 1, 1, 1}, 0, 0, "source row gets the gradient");
+  // A leaf that requires grad refuses in-place writes, as every in-place op.
+  expect_error([&] { leaf.index_fill_(0, idx, 1.0); }, {"in-place"});
+}
+
+// normal_, uniform_ and bernoulli_: the right moments and ranges, the same
+// stream as the factories from the same generator state, dtype kept.
+TEST(IndexUpdates, InPlaceRandomFills) {
+  Generator g(123);
+  const Tensor x = empty({200000});
+  x.normal_(2.0, 3.0, &g);
+  EXPECT_EQ(x.dtype(), kFloat32);
+  EXPECT_NEAR(mean(x).item<double>(), 2.0, 0.03);
+  EXPECT_NEAR(std(x).item<double>(), 3.0, 0.03);
+  Generator h(123);
+  expect_close(x, values((randn({200000}, h, kFloat64) * 3.0 + 2.0).to(kFloat32)), 0, 0, "normal_ stream");
+  const Tensor u = empty({100000}, kFloat64);
+  u.uniform_(-1.5, 0.5);
+  EXPECT_GE(amin(u).item<double>(), -1.5);
+  EXPECT_LT(amax(u).item<double>(), 0.5);
+  EXPECT_NEAR(mean(u).item<double>(), -0.5, 0.01);
+  const Tensor bits = empty({100000}, kInt64);
+  bits.bernoulli_(0.25);
+  EXPECT_EQ(sum(logical_or(eq(bits, wrapped_scalar(0)), eq(bits, wrapped_scalar(1)))).item<int64_t>(), 100000);
+  EXPECT_NEAR(mean(bits.to(kFloat64)).item<double>(), 0.25, 0.01);
+  expect_close(empty({3}).bernoulli_(0.0), {0, 0, 0}, 0, 0, "p = 0");
+  expect_close(empty({3}).bernoulli_(1.0), {1, 1, 1}, 0, 0, "p = 1");
+  // Through a strided view; other elements untouched.
+  const Tensor m = zeros({4, 6});
+  m.slice(1, 0, 6, 2).uniform_(1, 2);
+  EXPECT_EQ(sum(eq(m.slice(1, 1, 6, 2), wrapped_scalar(0.0))).item<int64_t>(), 12);
+  EXPECT_GE(amin(m.slice(1, 0, 6, 2)).item<double>(), 1.0);
+  expect_error([] { empty({2}, kInt64).normal_(); }, {"[normal_]", "floating point", "int64"});
+  expect_error([] { empty({2}).normal_(0, -1); }, {"[normal_]", "std >= 0", "-1"});
+  expect_error([] { empty({2}).uniform_(1, 0); }, {"[uniform_]", "from <= to"});
+  expect_error([] { empty({2}).bernoulli_(1.5); }, {"[bernoulli_]", "0 <= p <= 1", "1.5"});
+}
+
 TEST(IndexUpdates, Gradients) {
   manual_seed(96);
   const Tensor x = randn({4, 3}, kFloat64).requires_grad_(), s = randn({3, 3}, kFloat64).requires_grad_();

@@ -43,6 +43,7 @@ void one_hot_kernel(const OpCall& c);
 void tril_kernel(const OpCall& c);                               // attrs: diagonal
 void triu_kernel(const OpCall& c);                               // attrs: diagonal
 void sort_kernel(const OpCall& c);                               // attrs: dim, descending, k
+void searchsorted_kernel(const OpCall& c);                       // boundaries, values; attrs: right
 void rand_kernel(const OpCall& c);                               // attrs: seed, offset, normal
 void randint_kernel(const OpCall& c);                            // attrs: low, high, seed, offset
 void multinomial_kernel(const OpCall& c);                        // attrs: n, replacement, seed, offset

@@ -33,6 +33,7 @@ const bool registered = [] {
     {"tril", tril_kernel},
     {"triu", triu_kernel},
     {"sort", sort_kernel},
+    {"searchsorted", searchsorted_kernel},
     {"matmul", matmul_kernel},
     {"bmm_bias", matmul_bias_kernel},
     {"softmax", softmax_kernel},
