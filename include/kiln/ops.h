@@ -234,6 +234,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// src's elements reduced into the positions index sends them to: "sum",
+// "prod", "mean", "amax" or "amin" (a NaN wins), with self's value as one
+// more contributor unless include_self is false; positions nothing reaches
+// keep self's value. scatter with reduce "add" or "multiply" (PyTorch's older form).
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self = true);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // PyTorch's functional index updates along dim (index 0-d or 1-d, int64 or
 // int32; source shaped as x with dim of the index's length, x's dtype):
@@ -243,6 +250,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+// x[indices] = values, or += with accumulate (repeated indices then sum):
+// one index tensor per dim (undefined: a full slice before the indexed
+// dims, which must be adjacent; bool: a mask), broadcast together.
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
+// x with its positions where mask (broadcast to x) is true taken, in order,
+// from source's leading elements.
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source);
 // The diagonal of each (dim1, dim2) plane, offset above (> 0) or below (< 0)
 // the main one, as the last dim of a view.
 Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);

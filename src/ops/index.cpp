@@ -139,8 +139,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return ops::call(kGather, {x, index}, {{"dim", d}});
 }
 
-static Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, bool add,
-                           const char* op) {
+int64_t ops::check_scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const char* op) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), op);
   check_index(x, d, index, op);
   check(src.dim() == index.dim(), op, "src of shape ", shape_text(src.sizes()), " must have as many dims as index ",
@@ -148,6 +147,12 @@ static Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index, co
   for (int64_t i = 0; i < index.dim(); ++i)
     check(index.size(i) <= src.size(i), op, "index of shape ", shape_text(index.sizes()),
           " is larger than src of shape ", shape_text(src.sizes()));
+  return d;
+}
+
+static Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, bool add,
+                           const char* op) {
+  const int64_t d = ops::check_scatter(x, dim, index, src, op);
   return ops::call(kScatter, {x, index, src.to(x.dtype())}, {{"dim", d}, {"add", add}});
 }
 

@@ -74,11 +74,91 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar valu
   return scattering(op, x, [&] { return scatter(ops::at_least_1d(x), d, spread_index(index, d, sizes), fill); });
 }
 
+// x[indices] = values (or += with accumulate): the indexed dims, which must
+// be adjacent (undefined tensors before them are full slices), are moved to
+// the front and flattened into one, so the update is an index_copy /
+// index_add of rows. Indices broadcast together; negative ones count from
+// the end; bool masks select their true positions. values broadcast to
+// PyTorch's x[indices] shape: the dims before, the indices' shape, the dims after.
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  const char* op = "index_put";
+  std::vector<Tensor> idx;
+  int64_t first = -1;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const Tensor& t = indices[i];
+    if (!t.defined()) {
+      check(first < 0, op, "the indexed dims must be adjacent (a full slice at dim ", i, " lies between them)");
+      continue;
+    }
+    if (first < 0) first = static_cast<int64_t>(i);
+    check(first + static_cast<int64_t>(idx.size()) == static_cast<int64_t>(i), op,
+          "the indexed dims must be adjacent (a full slice lies between them)");
+    if (t.dtype() == kBool || t.dtype() == kUInt8) {
+      const Tensor coords = nonzero(t);  // one index per masked dim
+      for (int64_t k = 0; k < t.dim(); ++k) idx.push_back(coords.select(1, k));
+    } else {
+      check(t.dtype() == kInt64 || t.dtype() == kInt32, op, "expected int64, int32 or bool indices but got ", t.dtype());
+      idx.push_back(t.to(kInt64));
+    }
+  }
+  const int64_t k = static_cast<int64_t>(idx.size());
+  check(k > 0, op, "expected at least one index tensor");
+  check(first + k <= x.dim(), op, "too many indices (", first + k, ") for a tensor of shape ", shape_text(x.sizes()));
+  Shape common = idx[0].sizes();
+  for (const Tensor& t : idx) common = broadcast_shapes(common, t.sizes(), op);
+  std::vector<Tensor> b;
+  for (const Tensor& t : idx) b.push_back(t.expand(common));
+  int64_t rows = 1;
+  Tensor linear = zeros(b[0].sizes(), kInt64);
+  for (int64_t d = 0; d < k; ++d) {
+    const int64_t size = x.size(first + d);
+    const Tensor i = b[static_cast<size_t>(d)];
+    if (i.numel() > 0)
+      check(amin(i).item<int64_t>() >= -size && amax(i).item<int64_t>() < size, op, "index out of range for dim ",
+            first + d, " of size ", size, " (x of shape ", shape_text(x.sizes()), ")");
+    linear = linear * size + where(lt(i, zeros_like(i)), i + size, i);
+    rows *= size;
+  }
+  // x with the indexed dims first and flattened; values likewise.
+  Shape dims(static_cast<size_t>(k)), front(static_cast<size_t>(k));
+  for (int64_t d = 0; d < k; ++d) dims[d] = first + d, front[d] = d;
+  const Tensor moved = movedim(x, dims, front);
+  const Tensor rows_of_x = moved.reshape({rows, -1});
+  Shape target(x.sizes().begin(), x.sizes().begin() + first);
+  const int64_t nb = b[0].dim();
+  target.insert(target.end(), b[0].sizes().begin(), b[0].sizes().end());
+  target.insert(target.end(), x.sizes().begin() + first + k, x.sizes().end());
+  Shape vdims(static_cast<size_t>(nb)), vfront(static_cast<size_t>(nb));
+  for (int64_t d = 0; d < nb; ++d) vdims[d] = first + d, vfront[d] = d;
+  check(values.dtype() == x.dtype(), op, "expected values of x's dtype ", x.dtype(), " but got ", values.dtype());
+  const Tensor v = movedim(broadcast_to(values, target), vdims, vfront).reshape({linear.numel(), rows_of_x.size(1)});
+  const Tensor flat_index = linear.reshape({-1});
+  const Tensor updated = accumulate ? index_add(rows_of_x, 0, flat_index, v) : index_copy(rows_of_x, 0, flat_index, v);
+  return movedim(updated.reshape(moved.sizes()), front, dims);
+}
+
+// source's first elements, in order, into x's masked positions (mask
+// broadcast to x).
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
+  const char* op = "masked_scatter";
+  check(mask.dtype() == kBool, op, "expected a bool mask but got ", mask.dtype());
+  check(source.dtype() == x.dtype(), op, "expected source of x's dtype ", x.dtype(), " but got ", source.dtype());
+  const Tensor m = broadcast_to(mask, x.sizes());
+  const Tensor taken = cumsum(m.reshape({-1}).to(kInt64), 0);
+  const int64_t count = taken.numel() ? taken.select(0, -1).item<int64_t>() : 0;
+  check(count <= source.numel(), op, "the mask selects ", count, " elements but source has only ", source.numel());
+  if (count == 0) return x.clone();
+  const Tensor picks = index_select(source.reshape({-1}), 0, clamp(taken - 1, 0, std::nullopt)).reshape(x.sizes());
+  return where(m, picks, x);
+}
+
 namespace {
 const bool registered = [] {
   ops::def<&index_add>("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor");
   ops::def<&index_copy>("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor");
   ops::def<&index_fill>("index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor");
+  ops::def<&index_put>("index_put(Tensor self, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor");
+  ops::def<&masked_scatter>("masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor");
   return true;
 }();
 }  // namespace

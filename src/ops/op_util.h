@@ -36,6 +36,10 @@ bool can_cast(DType from, DType to);
 // float64 number and its conversion; otherwise wrapped_scalar(v).
 Tensor number_beside(const Tensor& t, Scalar v);
 
+// Checks scatter's arguments (index and src of x's rank, index within both)
+// for `op` and returns dim wrapped.
+int64_t check_scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const char* op);
+
 // Shape functions shared by many ops.
 std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&);
 std::vector<TensorMeta> one_output(Shape sizes, DType dtype);  // one output, sizes moved in

@@ -136,7 +136,8 @@ void indexing() {
       "split_with_sizes(Tensor(a) self, int[] split_sizes, int dim=0) -> Tensor(a)[]");
   def<&chunk>("chunk(Tensor(a) self, int chunks, int dim=0) -> Tensor(a)[]");
   def<&gather>("gather(Tensor self, int dim, Tensor index) -> Tensor");
-  def<&scatter>("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
+  def<static_cast<Tensor (*)(const Tensor&, int64_t, const Tensor&, const Tensor&)>(&scatter)>(
+      "scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
   def<&scatter_add>("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
   def<&index_select>("index_select(Tensor self, int dim, Tensor index) -> Tensor");
   def<&slice_backward>(

@@ -217,6 +217,16 @@ std::vector<Case> cases() {
   c.push_back({"searchsorted", {sorted34, m34}, {{"right", true}}, [=] { return one(searchsorted(sorted34, m34, false, true)); }});
   c.push_back({"bucketize", {m34, sorted34.select(0, 0)}, {{"out_int32", true}},
                [=] { return one(bucketize(m34, sorted34.select(0, 0), true)); }});
+  const Tensor to_rows = randint(0, 3, {2, 4});
+  c.push_back({"scatter_reduce.two", {m34, int64_t{0}, to_rows, m45.narrow(0, 0, 2).narrow(1, 0, 4), std::string("mean")},
+               {{"include_self", false}},
+               [=] { return one(scatter_reduce(m34, 0, to_rows, m45.narrow(0, 0, 2).narrow(1, 0, 4), "mean", false)); }});
+  c.push_back({"scatter.reduce", {m34, int64_t{0}, to_rows, m34.narrow(0, 0, 2)}, {{"reduce", std::string("multiply")}},
+               [=] { return one(scatter(m34, 0, to_rows, m34.narrow(0, 0, 2), "multiply")); }});
+  const Tensor rows2 = tensor(std::vector<int64_t>{2, 0});
+  c.push_back({"index_put", {m34, std::vector<Tensor>{rows2}, m34.narrow(0, 0, 2)}, {{"accumulate", true}},
+               [=] { return one(index_put(m34, {rows2}, m34.narrow(0, 0, 2), true)); }});
+  c.push_back({"masked_scatter", {m34, positive, m45}, {}, [=] { return one(masked_scatter(m34, positive, m45)); }});
   auto three = [](std::tuple<Tensor, Tensor, Tensor> t) { return Results{std::get<0>(t), std::get<1>(t), std::get<2>(t)}; };
   c.push_back({"unique", {counts}, {}, [=] { return three(unique(counts)); }});
   c.push_back({"unique_consecutive", {counts}, {}, [=] { return three(unique_consecutive(counts)); }});

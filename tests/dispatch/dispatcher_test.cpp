@@ -39,6 +39,7 @@ void run_every_op() {
   where(x > 0, x, y), masked_fill(x, x > 0, 0);
   sum(x), prod(x), amax(x), amin(x), all(x), any(x), max(x, 1), min(x, 0, true), cumsum(x, 0);
   cummax(x, 1), cummin(x, 0), logcumsumexp(x, 1), searchsorted(std::get<0>(sort(x)), y);
+  scatter_reduce(x, 1, i, y, "amax");
   cumprod(randn({3}).requires_grad_(), 0).sum().backward();  // cumprod_backward
   mm(x, y.t()), dispatch(*find_op("bmm_bias"), std::vector<Tensor>{x, y.t(), randn({4})}), softmax(x, 1), layer_norm(x, {6}), embedding(x, idx), one_hot(idx, 4);
   cat({x, y}), gather(x, 1, i), scatter(x, 1, i, y), index_select(x, 0, idx), tril(x), triu(x, 1), sort(x), multinomial(y, 2);

@@ -2,6 +2,7 @@
 // is read: an out-of-range index is a kiln::Error, never a stray read.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -163,6 +164,90 @@ void scatter_kernel(const OpCall& c) {
         else add ? run(lo, hi, std::true_type{}) : run(lo, hi, std::false_type{});
       });
     });
+  });
+}
+
+// out = x with src's elements reduced into the positions index sends them
+// to (attr reduce: 0 sum, 1 prod, 2 mean, 3 amax, 4 amin); without
+// include_self a position some element reaches starts from the reduction's
+// identity. A NaN wins amax and amin, as in PyTorch; mean divides by the
+// count (plus one for self), flooring for integers. Serial, in index order:
+// repeated indices would make parallel updates race.
+void scatter_reduce_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& index = c.inputs[1];
+  const Tensor& src = c.inputs[2];
+  const Tensor& out = c.outputs[0];
+  const int64_t dim = c.attrs.get_int("dim");
+  const int64_t reduce = c.attrs.get_int("reduce");
+  const bool include_self = c.attrs.get_bool("include_self");
+  {
+    Tensor ins[] = {x};
+    Tensor outs[] = {out};
+    copy_kernel(OpCall{ins, c.attrs, outs});
+  }
+  const int64_t n = index.numel(), nd = index.dim(), size = out.size(dim);
+  if (n == 0) return;
+  // The out offset of every index element, in index's row-major order, and
+  // the matching src offsets; counts of arrivals per out position.
+  std::vector<int64_t> out_off(static_cast<size_t>(n)), src_off(static_cast<size_t>(n));
+  std::vector<int64_t> arrivals(static_cast<size_t>(out.numel()));
+  const Shape out_steps = contiguous_strides(out.sizes());
+  std::vector<int64_t> slot(static_cast<size_t>(n));  // logical out position
+  visit_index(index, "scatter_reduce", [&](auto itag) {
+    using I = decltype(itag);
+    const I* ip = static_cast<const I*>(index.raw_data());
+    Shape at(static_cast<size_t>(nd), 0);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t io = 0, so = 0, oo = 0, lo = 0;
+      for (int64_t d = 0; d < nd; ++d) io += at[d] * index.stride(d), so += at[d] * src.stride(d);
+      const int64_t i = checked_index(static_cast<int64_t>(ip[io]), size, "scatter_reduce");
+      for (int64_t d = 0; d < nd; ++d) {
+        const int64_t k = d == dim ? i : at[d];
+        oo += k * out.stride(d), lo += k * out_steps[d];
+      }
+      out_off[e] = oo, src_off[e] = so, slot[e] = lo;
+      ++arrivals[lo];
+      for (int64_t d = nd - 1; d >= 0 && ++at[d] == index.size(d); --d) at[d] = 0;
+    }
+  });
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail("scatter_reduce", "bool tensors are not supported");
+    } else {
+      using C = std::conditional_t<is_16bit_float<T>, float, T>;
+      T* op = static_cast<T*>(out.raw_data());
+      const T* sp = static_cast<const T*>(src.raw_data());
+      if (!include_self) {
+        C identity = 0;
+        if (reduce == 1) identity = 1;
+        if (reduce == 3) identity = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
+        if (reduce == 4) identity = std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity() : std::numeric_limits<C>::max();
+        for (int64_t e = 0; e < n; ++e) op[out_off[e]] = convert<T>(identity);
+      }
+      for (int64_t e = 0; e < n; ++e) {
+        const C a = convert<C>(op[out_off[e]]), b = convert<C>(sp[src_off[e]]);
+        C r;
+        if (reduce == 1) r = a * b;
+        else if (reduce == 3) r = b != b ? b : (a != a || a >= b ? a : b);
+        else if (reduce == 4) r = b != b ? b : (a != a || a <= b ? a : b);
+        else r = a + b;
+        op[out_off[e]] = convert<T>(r);
+      }
+      if (reduce == 2)
+        for (int64_t e = 0; e < n; ++e) {
+          int64_t& count = arrivals[slot[e]];
+          if (count == 0) continue;  // this position is done
+          const C total = convert<C>(op[out_off[e]]);
+          const C divisor = static_cast<C>(count + (include_self ? 1 : 0));
+          C mean;
+          if constexpr (std::is_integral_v<C>) mean = total / divisor - ((total % divisor != 0) && ((total < 0) != (divisor < 0)) ? 1 : 0);
+          else mean = total / divisor;
+          op[out_off[e]] = convert<T>(mean);
+          count = 0;
+        }
+    }
   });
 }
 

@@ -37,6 +37,7 @@ void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_wei
 void cat_kernel(const OpCall& c);                                // attrs: dim
 void gather_kernel(const OpCall& c);                             // attrs: dim
 void scatter_kernel(const OpCall& c);                            // attrs: dim, add
+void scatter_reduce_kernel(const OpCall& c);                     // attrs: dim, reduce, include_self
 void index_select_kernel(const OpCall& c);                       // attrs: dim
 void embedding_kernel(const OpCall& c);
 void one_hot_kernel(const OpCall& c);

@@ -29,6 +29,7 @@ const bool registered = [] {
     {"cat", cat_kernel},
     {"gather", gather_kernel},
     {"scatter", scatter_kernel},
+    {"scatter_reduce", scatter_reduce_kernel},
     {"index_select", index_select_kernel},
     {"tril", tril_kernel},
     {"triu", triu_kernel},
