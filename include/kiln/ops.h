@@ -189,6 +189,10 @@ std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
 Tensor logcumsumexp(const Tensor& x, int64_t dim);
 
 // ---- linear algebra (OpenBLAS)
+// Einstein summation as torch.einsum: "ij,jk->ik", an implicit output (the
+// subscripts used once, in ASCII order), "..." for broadcast dims, a repeated
+// subscript in one term for a diagonal; size-1 dims broadcast.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -227,6 +227,8 @@ std::vector<Case> cases() {
   c.push_back({"index_put", {m34, std::vector<Tensor>{rows2}, m34.narrow(0, 0, 2)}, {{"accumulate", true}},
                [=] { return one(index_put(m34, {rows2}, m34.narrow(0, 0, 2), true)); }});
   c.push_back({"masked_scatter", {m34, positive, m45}, {}, [=] { return one(masked_scatter(m34, positive, m45)); }});
+  c.push_back({"einsum", {std::string("ij,jk->ik"), std::vector<Tensor>{m34, m45}}, {},
+               [=] { return one(einsum("ij,jk->ik", {m34, m45})); }});
   auto three = [](std::tuple<Tensor, Tensor, Tensor> t) { return Results{std::get<0>(t), std::get<1>(t), std::get<2>(t)}; };
   c.push_back({"unique", {counts}, {}, [=] { return three(unique(counts)); }});
   c.push_back({"unique_consecutive", {counts}, {}, [=] { return three(unique_consecutive(counts)); }});
