@@ -1,4 +1,4 @@
-// Optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) with parameter groups,
+// Optimizers (SGD, Adam, AdamW, Adamax, NAdam, RAdam, RMSprop, Adagrad) with parameter groups,
 // gradient clipping and the warmup + cosine LR schedule, with PyTorch's
 // update rules. Learning-rate schedulers: kiln/lr_scheduler.h.
 #pragma once
@@ -124,6 +124,66 @@ class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options);
   AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults);
+};
+
+// Adamax: the second moment is an exponentially weighted infinity norm,
+// max(beta2 u, |g| + eps).
+struct AdamaxOptions {
+  double lr = 2e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+class Adamax : public Optimizer {
+ public:
+  Adamax(std::vector<Tensor> params, AdamaxOptions options);
+  Adamax(std::vector<ParamGroup> groups, AdamaxOptions defaults);
+  void step() override;
+
+ private:
+  void check_group(const ParamGroup& group) const override;
+};
+
+// NAdam: Adam with Nesterov momentum and its momentum-decay schedule
+// (state "mu_product" beside the moments, as PyTorch's).
+struct NAdamOptions {
+  double lr = 2e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum_decay = 4e-3;
+  bool decoupled_weight_decay = false;
+};
+class NAdam : public Optimizer {
+ public:
+  NAdam(std::vector<Tensor> params, NAdamOptions options);
+  NAdam(std::vector<ParamGroup> groups, NAdamOptions defaults);
+  void step() override;
+
+ private:
+  void check_group(const ParamGroup& group) const override;
+};
+
+// RAdam: Adam whose adaptive step is rectified by its variance, and plain
+// momentum while that is undefined (the first few steps).
+struct RAdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;
+};
+class RAdam : public Optimizer {
+ public:
+  RAdam(std::vector<Tensor> params, RAdamOptions options);
+  RAdam(std::vector<ParamGroup> groups, RAdamOptions defaults);
+  void step() override;
+
+ private:
+  void check_group(const ParamGroup& group) const override;
 };
 
 struct RMSpropOptions {

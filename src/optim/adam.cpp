@@ -28,12 +28,7 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
     : Adam("AdamW", std::move(groups), AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
 
-void Adam::check_group(const ParamGroup& g) const {
-  check(g["beta1"] >= 0 && g["beta1"] < 1 && g["beta2"] >= 0 && g["beta2"] < 1, name_.c_str(), "invalid betas (", g["beta1"],
-        ", ", g["beta2"], ")");
-  check(g["eps"] >= 0, name_.c_str(), "invalid epsilon ", g["eps"]);
-  check(g["weight_decay"] >= 0, name_.c_str(), "invalid weight_decay ", g["weight_decay"]);
-}
+void Adam::check_group(const ParamGroup& g) const { detail::check_adam_like(name_.c_str(), g); }
 
 int64_t Adam::steps() const { return state_.empty() ? 0 : state_[0].step; }
 

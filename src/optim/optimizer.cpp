@@ -137,6 +137,10 @@ void Optimizer::load_state_dict(const nn::StateDict& s) {
           state[i].step = static_cast<int64_t>(t.item<double>());
           continue;
         }
+        if (t.dim() == 0 && p.dim() != 0) {  // a per-parameter number (NAdam's mu_product)
+          state[i].tensors[name] = t.clone();
+          continue;
+        }
         check(t.sizes() == p.sizes(), "load_state_dict", name_.c_str(), " state '", k, "' has shape ", shape_text(t.sizes()),
               " but its parameter has ", shape_text(p.sizes()));
         state[i].tensors[name] = t.to(p.dtype()).clone();

@@ -126,6 +126,101 @@ TEST(Optim, AdamAddsWeightDecayToTheGradient) {
   }, "adam");
 }
 
+TEST(Optim, AdamaxInfinityNorm) {
+  Tensor p = tensor<double>({0.5, -1.5, 2.0}).requires_grad_();
+  optim::AdamaxOptions o;
+  o.lr = 0.05, o.weight_decay = 0.1, o.beta1 = 0.8, o.beta2 = 0.95, o.eps = 1e-3;
+  optim::Adamax opt({p}, o);
+  std::vector<double> m(3), u(3);
+  check_updates(opt, p, kGrads, [&](std::vector<double>& w, const std::vector<double>& grad, int t) {
+    for (int i = 0; i < 3; ++i) {
+      const double g = grad[i] + 0.1 * w[i];
+      m[i] = 0.8 * m[i] + 0.2 * g;
+      u[i] = std::max(0.95 * u[i], std::fabs(g) + 1e-3);
+      w[i] -= 0.05 / (1 - std::pow(0.8, t)) * m[i] / u[i];
+    }
+  }, "adamax");
+}
+
+TEST(Optim, NAdamMomentumScheduleWithBothWeightDecays) {
+  for (bool decoupled : {false, true}) {
+    Tensor p = tensor<double>({0.5, -1.5, 2.0}).requires_grad_();
+    optim::NAdamOptions o;
+    o.lr = 0.02, o.weight_decay = 0.1, o.momentum_decay = 0.05, o.decoupled_weight_decay = decoupled;
+    optim::NAdam opt({p}, o);
+    std::vector<double> m(3), v(3);
+    double mu_product = 1;
+    check_updates(opt, p, kGrads, [&](std::vector<double>& w, const std::vector<double>& grad, int t) {
+      const double mu = 0.9 * (1 - 0.5 * std::pow(0.96, t * 0.05));
+      const double mu_next = 0.9 * (1 - 0.5 * std::pow(0.96, (t + 1) * 0.05));
+      mu_product *= mu;
+      for (int i = 0; i < 3; ++i) {
+        if (decoupled) w[i] *= 1 - 0.02 * 0.1;
+        const double g = grad[i] + (decoupled ? 0 : 0.1 * w[i]);
+        m[i] = 0.9 * m[i] + 0.1 * g;
+        v[i] = 0.999 * v[i] + 0.001 * g * g;
+        const double denom = std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8;
+        w[i] -= 0.02 * (1 - mu) / (1 - mu_product) * g / denom;
+        w[i] -= 0.02 * mu_next / (1 - mu_product * mu_next) * m[i] / denom;
+      }
+    }, decoupled ? "nadam decoupled" : "nadam");
+  }
+}
+
+TEST(Optim, RAdamRectifiesOnceTheVarianceIsTractable) {
+  for (bool decoupled : {false, true}) {
+    Tensor p = tensor<double>({0.5, -1.5, 2.0}).requires_grad_();
+    optim::RAdamOptions o;
+    o.lr = 0.03, o.weight_decay = 0.05, o.beta2 = 0.9, o.decoupled_weight_decay = decoupled;  // rho_t > 5 from step 6
+    optim::RAdam opt({p}, o);
+    std::vector<double> m(3), v(3);
+    int rectified = 0;
+    std::vector<std::vector<double>> grads = kGrads;
+    grads.insert(grads.end(), {{0.5, -0.5, 0.1}, {-0.3, 0.2, 0.9}, {1, 1, -1}});
+    check_updates(opt, p, grads, [&](std::vector<double>& w, const std::vector<double>& grad, int t) {
+      const double rho_inf = 2 / (1 - 0.9) - 1;
+      const double rho = rho_inf - 2 * t * std::pow(0.9, t) / (1 - std::pow(0.9, t));
+      rectified += rho > 5;
+      for (int i = 0; i < 3; ++i) {
+        if (decoupled) w[i] *= 1 - 0.03 * 0.05;
+        const double g = grad[i] + (decoupled ? 0 : 0.05 * w[i]);
+        m[i] = 0.9 * m[i] + 0.1 * g;
+        v[i] = 0.9 * v[i] + 0.1 * g * g;
+        const double mhat = m[i] / (1 - std::pow(0.9, t));
+        if (rho > 5) {
+          const double r = std::sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho));
+          w[i] -= 0.03 * mhat * r * std::sqrt(1 - std::pow(0.9, t)) / (std::sqrt(v[i]) + 1e-8);
+        } else {
+          w[i] -= 0.03 * mhat;
+        }
+      }
+    }, decoupled ? "radam decoupled" : "radam");
+    EXPECT_GT(rectified, 0);
+    EXPECT_LT(rectified, 8);  // both branches ran
+  }
+}
+
+// NAdam's per-parameter mu_product (a 0-d tensor) survives a state_dict
+// round trip: a restored optimizer continues exactly.
+TEST(Optim, NAdamStateRoundTrips) {
+  Tensor p = tensor<double>({0.5, -1.5, 2.0}).requires_grad_(), q = p.detach().clone().requires_grad_();
+  optim::NAdam a({p}, optim::NAdamOptions{});
+  for (int s = 0; s < 2; ++s) set_grad(p, kGrads[s]), a.step();
+  const nn::StateDict state = a.state_dict();
+  EXPECT_EQ(state.at("state.0.mu_product").dim(), 0);
+  { NoGradGuard g; q.copy_(p); }
+  optim::NAdam b({q}, optim::NAdamOptions{});
+  b.load_state_dict(state);
+  for (int s = 2; s < 5; ++s) set_grad(p, kGrads[s]), a.step(), set_grad(q, kGrads[s]), b.step();
+  expect_close(q, values(p), 0, 0, "resumed nadam");
+  expect_error([] { optim::NAdam({tensor<double>({1.0}).requires_grad_()}, optim::NAdamOptions{.momentum_decay = -1}); },
+               {"NAdam", "momentum_decay"});
+  expect_error([] { optim::RAdam({tensor<double>({1.0}).requires_grad_()}, optim::RAdamOptions{.beta2 = 1.0}); },
+               {"RAdam", "invalid betas"});
+  expect_error([] { optim::Adamax({tensor<double>({1.0}).requires_grad_()}, optim::AdamaxOptions{.eps = -1}); },
+               {"Adamax", "epsilon"});
+}
+
 TEST(Optim, RMSpropPlainCenteredAndWithMomentum) {
   for (bool centered : {false, true}) {
     for (double momentum : {0.0, 0.7}) {
