@@ -155,11 +155,16 @@ class Linear : public UnaryModule {
   Tensor weight, bias;  // weight (out, in), bias (out) or undefined
 };
 
+// N(0, 1) rows; the padding_idx row starts at zero and gets no gradient;
+// max_norm renormalises the rows looked up (see kiln::embedding).
 class Embedding : public UnaryModule {
  public:
-  Embedding(int64_t num_embeddings, int64_t dim);
+  Embedding(int64_t num_embeddings, int64_t dim, std::optional<int64_t> padding_idx = {},
+            std::optional<double> max_norm = {});
   Tensor forward(const Tensor& indices) override;
   Tensor weight;
+  std::optional<int64_t> padding_idx;
+  std::optional<double> max_norm;
 };
 
 class LayerNorm : public UnaryModule {
@@ -336,6 +341,10 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
               bool log_target = false);
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                            const std::string& reduction = "mean");
+// 1 - cos(x1, x2) for target 1, max(0, cos - margin) for target -1 (rows of
+// 2-d inputs, or one pair of 1-d vectors).
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                             const std::string& reduction = "mean");
 
 namespace init {
 // In place, without recording history, as torch.nn.init.

@@ -222,7 +222,12 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight 
                   double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = {});
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// Rows of weight by index. padding_idx: that row gets no gradient (negative
+// counts from the end); max_norm: the rows looked up are first scaled in
+// place, without history, to a norm_type-norm of at most max_norm (PyTorch's
+// embedding_renorm_).
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = {},
+                 std::optional<double> max_norm = {}, double norm_type = 2.0);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // torch.nn.functional.pad: `pad` holds (before, after) sizes for the last
 // dims, last dim first; mode "constant" (with `value`, default 0; negative

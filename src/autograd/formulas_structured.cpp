@@ -128,8 +128,12 @@ const struct Register {
     }, kSaveInputs);
     register_backward("embedding", [](const Ctx& c) -> Grads {
       const int64_t d = in_shape(c)[1];
-      const Tensor idx = c.inputs[1].reshape({-1, 1}).to(kInt64).expand({c.inputs[1].numel(), d});
-      return {scatter_add(zeros(in_shape(c), g0(c).options()), 0, idx, g0(c).reshape({-1, d})), Tensor()};
+      const Tensor flat = c.inputs[1].reshape({-1, 1}).to(kInt64);
+      Tensor g = g0(c).reshape({-1, d});
+      // The padding row gets no gradient: its lookups' gradients are dropped.
+      const int64_t pad = c.attrs.get_int("padding_idx");
+      if (pad >= 0) g = where(eq(flat, wrapped_scalar(pad)), zeros_like(g), g);
+      return {scatter_add(zeros(in_shape(c), g.options()), 0, flat.expand({flat.size(0), d}), g), Tensor()};
     }, kSaveInputs);
     register_backward("index_select", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");

@@ -22,13 +22,17 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) {
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
-Embedding::Embedding(int64_t num, int64_t dim) {
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> max_norm_)
+    : padding_idx(pad), max_norm(max_norm_) {
   check(num > 0 && dim > 0, "Embedding", "expected positive sizes but got ", num, " x ", dim);
+  check(!pad || (*pad >= -num && *pad < num), "Embedding", "padding_idx ", pad.value_or(0), " must be within the ", num,
+        " rows");
   weight = randn({num, dim});
+  if (pad) weight.select(0, *pad < 0 ? *pad + num : *pad).zero_();
   register_parameter("weight", &weight);
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx, max_norm); }
 
 LayerNorm::LayerNorm(int64_t d, double e, bool affine) : eps(e), dim(d) {
   if (affine) {

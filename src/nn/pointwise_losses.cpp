@@ -64,4 +64,25 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
   return reduce_loss(relu(-target * (input1 - input2) + margin), reduction, "margin_ranking_loss");
 }
 
+// 1 - cos(x1, x2) where target is 1, max(0, cos - margin) where it is -1;
+// cos over the last dim of 1-d or 2-d inputs with PyTorch's 1e-12 added to
+// each squared norm.
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin,
+                             const std::string& reduction) {
+  const char* op = "cosine_embedding_loss";
+  check_same_shape(op, input1, input2);
+  check(input1.dim() == 1 || input1.dim() == 2, op, "expected 1-D or 2-D inputs but got shape ",
+        shape_text(input1.sizes()));
+  const Shape rows = input1.dim() == 2 ? Shape{input1.size(0)} : Shape{};
+  check(target.sizes() == rows, op, "target of shape ", shape_text(target.sizes()), " must have shape ",
+        shape_text(rows), " for inputs of shape ", shape_text(input1.sizes()));
+  constexpr double kEps = 1e-12;
+  const Tensor dot = sum(input1 * input2, {-1});
+  const Tensor cos = dot / sqrt((sum(input1 * input1, {-1}) + kEps) * (sum(input2 * input2, {-1}) + kEps));
+  const Tensor t = target.to(cos.dtype());
+  const Tensor zero = zeros_like(cos);
+  const Tensor loss = where(eq(t, ones_like(t)), 1.0 - cos, zero) + where(eq(t, -ones_like(t)), relu(cos - margin), zero);
+  return reduce_loss(loss, reduction, op);
+}
+
 }  // namespace kiln::nn

@@ -26,6 +26,9 @@ const bool registered = [] {
   ops::def<&kl_div>("kl_div(Tensor self, Tensor target, str reduction='mean', bool log_target=False) -> Tensor");
   ops::def<&margin_ranking_loss>(
       "margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0.0, str reduction='mean') -> Tensor");
+  ops::def<&cosine_embedding_loss>(
+      "cosine_embedding_loss(Tensor input1, Tensor input2, Tensor target, float margin=0.0, str reduction='mean') -> "
+      "Tensor");
   return true;
 }();
 

@@ -2,6 +2,7 @@
 // layer_norm, rms_norm, embedding, one_hot.
 #include <limits>
 
+#include "kiln/autograd.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -18,7 +19,8 @@ std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&
   s.push_back(in[0].size(1));
   return ops::one_output(s, in[0].dtype());
 }
-const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weight, Tensor indices) -> Tensor",
+// padding_idx (-1: none) is read by the backward only: that row gets no gradient.
+const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weight, Tensor indices, int padding_idx) -> Tensor",
                                             OpKind::Compute, embedding_shape});
 
 std::vector<TensorMeta> one_hot_shape(std::span<const Tensor> in, const Attrs& a) {
@@ -76,11 +78,34 @@ Tensor rms_norm(const Tensor& x, Shape shape, const Tensor& w, std::optional<dou
   return norm_impl("rms_norm", true, x, shape, w, Tensor(), eps.value_or(e));
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx,
+                 std::optional<double> max_norm, double norm_type) {
   check(weight.dim() == 2, "embedding", "expected a 2-D weight but got shape ", ops::shape_text(weight.sizes()));
   check(indices.dtype() == kInt64 || indices.dtype() == kInt32, "embedding",
         "expected indices of dtype int64 or int32 but got ", indices.dtype());
-  return ops::call(kEmbedding, {weight, indices});
+  const int64_t rows = weight.size(0);
+  int64_t pad = -1;
+  if (padding_idx) {
+    check(*padding_idx >= -rows && *padding_idx < rows, "embedding", "padding_idx ", *padding_idx,
+          " must be within the ", rows, " rows of the weight");
+    pad = *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
+  }
+  if (max_norm) {
+    // PyTorch's embedding_renorm_: the rows looked up, scaled in place (no
+    // history) to norm at most max_norm.
+    check(*max_norm > 0, "embedding", "max_norm must be positive but got ", *max_norm);
+    NoGradGuard no_grad;
+    const Tensor used = std::get<0>(unique(indices.to(kInt64)));
+    if (used.numel() > 0) {
+      check(amin(used).item<int64_t>() >= 0 && amax(used).item<int64_t>() < rows, "embedding", "an index is out of range for ",
+            rows, " rows");
+      const Tensor picked = index_select(weight, 0, used);
+      const Tensor norms = norm(picked.to(kFloat64), norm_type, {1}, true);
+      const Tensor scale = where(gt(norms, wrapped_scalar(*max_norm)), *max_norm / (norms + 1e-7), ones_like(norms));
+      weight.index_copy_(0, used, (picked * scale).to(weight.dtype()));
+    }
+  }
+  return ops::call(kEmbedding, {weight, indices}, {{"padding_idx", pad}});
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {

@@ -122,7 +122,9 @@ void linear_algebra_and_nn() {
   def<&layer_norm>(
       "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor");
   def<&rms_norm>("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor");
-  def<&embedding>("embedding(Tensor weight, Tensor indices) -> Tensor");
+  def<&embedding>(
+      "embedding(Tensor weight, Tensor indices, int? padding_idx=None, float? max_norm=None, float norm_type=2.0) -> "
+      "Tensor");
   def<&one_hot>("one_hot(Tensor self, int num_classes=-1) -> Tensor");
   def<&pad>("pad(Tensor self, int[] pad, str mode='constant', float? value=None) -> Tensor");
 }

@@ -340,6 +340,9 @@ std::vector<Case> cases() {
   c.push_back({"kl_div", {log_softmax(m34, 1), probs}, {{"reduction", std::string("batchmean")}},
                [=] { return one(nn::kl_div(log_softmax(m34, 1), probs, "batchmean")); }});
   c.push_back({"margin_ranking_loss", {m34, unit, sign(m34)}, {}, [=] { return one(nn::margin_ranking_loss(m34, unit, sign(m34))); }});
+  const Tensor pm1 = tensor<int64_t>({1, -1, 1});
+  c.push_back({"cosine_embedding_loss", {m34, unit, pm1}, {{"margin", 0.1}},
+               [=] { return one(nn::cosine_embedding_loss(m34, unit, pm1, 0.1)); }});
   return c;
 }
 

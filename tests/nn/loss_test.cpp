@@ -97,6 +97,31 @@ TEST(Losses, EdgesAndWeights) {
   const Tensor sgn = sign(randn({5}, kFloat64));
   EXPECT_TRUE(autograd::gradcheck(
       [&](const std::vector<Tensor>& v) { return std::vector<Tensor>{nn::margin_ranking_loss(v[0], v[1], sgn, 0.1)}; }, {g1, g2}));
+  // cosine_embedding_loss: 1 - cos for target 1, max(0, cos - margin) for -1, per row.
+  manual_seed(44);
+  const Tensor c1 = make_input({4, 5}, Layout::Transposed, kFloat64), c2 = make_input({4, 5}, Layout::Strided, kFloat64);
+  const Tensor ct = tensor<int64_t>({1, -1, -1, 1});
+  std::vector<double> want_cos;
+  for (int64_t r = 0; r < 4; ++r) {
+    double dot = 0, n1 = 0, n2 = 0;
+    for (int64_t j = 0; j < 5; ++j) {
+      const double a = at_broadcast(c1, {r, j}), b = at_broadcast(c2, {r, j});
+      dot += a * b, n1 += a * a, n2 += b * b;
+    }
+    const double cs = dot / std::sqrt((n1 + 1e-12) * (n2 + 1e-12));
+    want_cos.push_back(values(ct)[r] > 0 ? 1 - cs : std::max(0.0, cs - 0.2));
+  }
+  expect_close(nn::cosine_embedding_loss(c1, c2, ct, 0.2, "none"), want_cos, 1e-14, 1e-15, "cosine embedding");
+  const double mean_cos = (want_cos[0] + want_cos[1] + want_cos[2] + want_cos[3]) / 4;
+  EXPECT_NEAR(nn::cosine_embedding_loss(c1, c2, ct, 0.2).item<double>(), mean_cos, 1e-14);
+  EXPECT_NEAR(nn::cosine_embedding_loss(c1.select(0, 0), c2.select(0, 0), full({}, 1.0), 0.2).item<double>(), want_cos[0],
+              1e-14);
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const std::vector<Tensor>& v) { return std::vector<Tensor>{nn::cosine_embedding_loss(v[0], v[1], ct, -0.5, "sum")}; },
+      {randn({4, 3}, kFloat64).requires_grad_(), randn({4, 3}, kFloat64).requires_grad_()}));
+  expect_error([&] { (void)nn::cosine_embedding_loss(c1, c2, ones({3})); }, {"cosine_embedding_loss", "[3]", "[4]"});
+  expect_error([&] { (void)nn::cosine_embedding_loss(randn({2, 2, 2}), randn({2, 2, 2}), ones({2})); },
+               {"cosine_embedding_loss", "1-D or 2-D"});
   expect_error([&] { (void)nn::huber_loss(x, y, "mean", 0); }, {"huber_loss", "delta", "0"});
   expect_error([&] { (void)nn::smooth_l1_loss(x, y, "mean", -1); }, {"smooth_l1_loss", "beta", "-1"});
 }

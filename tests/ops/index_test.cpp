@@ -107,6 +107,32 @@ TEST(Index, EmbeddingAndOneHot) {
   expect_error([&] { one_hot(tensor<int64_t>({5}), 3); }, {"[one_hot]", "5"});
 }
 
+// padding_idx: that row's lookups give no gradient; max_norm: the rows
+// looked up are scaled in place to the norm bound, the others untouched.
+TEST(Index, EmbeddingPaddingIdxAndMaxNorm) {
+  const Tensor w = (arange(12, kFloat64).view({4, 3}) - 5.0).requires_grad_();
+  const Tensor idx = tensor<int64_t>({3, 1, 3, 0, 1});
+  embedding(w, idx, 1).sum().backward();
+  expect_close(w.grad(), {1, 1, 1, 0, 0, 0, 0, 0, 0, 2, 2, 2}, 0, 0, "padding row gets none");
+  w.set_grad(Tensor());
+  embedding(w, idx, -3).sum().backward();  // -3 is row 1
+  expect_close(w.grad().select(0, 1), {0, 0, 0}, 0, 0, "negative padding_idx");
+  const Tensor m = tensor<double>({3, 4, 0, 0.3, 0.4, 0, 6, 8, 0}, {3, 3});  // norms 5, 0.5, 10
+  const Tensor before = m.clone();
+  const Tensor out = embedding(m, tensor<int64_t>({1, 2, 1}), {}, 2.0);
+  expect_close(m, {3, 4, 0, 0.3, 0.4, 0, 6 * 2 / (10 + 1e-7), 8 * 2 / (10 + 1e-7), 0}, 1e-15, 0, "renormed in place");
+  expect_close(out.select(0, 1), values(m.select(0, 2)), 0, 0, "looked up after the renorm");
+  const Tensor l1 = tensor<double>({3, -4}, {1, 2});
+  embedding(l1, tensor<int64_t>({0}), {}, 1.0, 1.0);
+  expect_close(l1, {3 / (7 + 1e-7), -4 / (7 + 1e-7)}, 1e-15, 0, "norm_type 1");
+  // The module: the padding row starts at zero.
+  nn::Embedding emb(5, 3, 2);
+  expect_close(emb.weight.select(0, 2), {0, 0, 0}, 0, 0, "Embedding padding row");
+  expect_error([&] { embedding(w, idx, 4); }, {"[embedding]", "padding_idx 4", "4 rows"});
+  expect_error([&] { embedding(m, idx, {}, -1.0); }, {"[embedding]", "max_norm", "-1"});
+  expect_error([] { nn::Embedding(3, 2, 5); }, {"Embedding", "padding_idx 5"});
+}
+
 TEST(Index, TrilTriu) {
   Tensor x = ones({2, 3, 3});
   expect_close(tril(x).select(0, 1), {1, 0, 0, 1, 1, 0, 1, 1, 1}, 0, 0, "tril");
