@@ -2,7 +2,6 @@
 // layer_norm, rms_norm, embedding, one_hot.
 #include <limits>
 
-#include "kiln/autograd.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -94,15 +93,16 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     // PyTorch's embedding_renorm_: the rows looked up, scaled in place (no
     // history) to norm at most max_norm.
     check(*max_norm > 0, "embedding", "max_norm must be positive but got ", *max_norm);
-    NoGradGuard no_grad;
+    // Through a detached alias: the weight's storage, no history.
+    const Tensor w = weight.detach();
     const Tensor used = std::get<0>(unique(indices.to(kInt64)));
     if (used.numel() > 0) {
       check(amin(used).item<int64_t>() >= 0 && amax(used).item<int64_t>() < rows, "embedding", "an index is out of range for ",
             rows, " rows");
-      const Tensor picked = index_select(weight, 0, used);
+      const Tensor picked = index_select(w, 0, used);
       const Tensor norms = norm(picked.to(kFloat64), norm_type, {1}, true);
       const Tensor scale = where(gt(norms, wrapped_scalar(*max_norm)), *max_norm / (norms + 1e-7), ones_like(norms));
-      weight.index_copy_(0, used, (picked * scale).to(weight.dtype()));
+      w.index_copy_(0, used, (picked * scale).to(w.dtype()));
     }
   }
   return ops::call(kEmbedding, {weight, indices}, {{"padding_idx", pad}});

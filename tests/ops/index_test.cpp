@@ -125,6 +125,10 @@ TEST(Index, EmbeddingPaddingIdxAndMaxNorm) {
   const Tensor l1 = tensor<double>({3, -4}, {1, 2});
   embedding(l1, tensor<int64_t>({0}), {}, 1.0, 1.0);
   expect_close(l1, {3 / (7 + 1e-7), -4 / (7 + 1e-7)}, 1e-15, 0, "norm_type 1");
+  // On a parameter (a leaf that requires grad) under grad mode, as nn::Embedding does.
+  const Tensor leaf = m.clone().requires_grad_();
+  embedding(leaf, tensor<int64_t>({2}), {}, 1.0).sum().backward();
+  EXPECT_NEAR(values(norm(leaf.detach().select(0, 2)))[0], 1.0, 1e-6);
   // The module: the padding row starts at zero.
   nn::Embedding emb(5, 3, 2);
   expect_close(emb.weight.select(0, 2), {0, 0, 0}, 0, 0, "Embedding padding row");
