@@ -322,6 +322,9 @@ Tensor diag(const Tensor& x, int64_t diagonal = 0);
 std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor median(const Tensor& x);
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+// The most frequent value along dim (ties: the smallest; each NaN counts
+// once) and the last index where it occurs.
+std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim = -1, bool keepdim = false);
 Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = {}, bool keepdim = false,
                 const std::string& interpolation = "linear");
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = {}, bool keepdim = false,

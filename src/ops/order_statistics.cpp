@@ -1,4 +1,4 @@
-// Statistics read from sorted values: median, kthvalue, quantile (PyTorch's
+// Statistics read from sorted values: median, mode, kthvalue, quantile (PyTorch's
 // rules for NaN: median and quantile give NaN for a row holding one,
 // kthvalue counts NaN as the largest); var_mean and std_mean. Composites of
 // sort, gather and arithmetic, so autograd and compile come with them.
@@ -16,13 +16,19 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The values and indices at per-row positions `pos` (keepdim shape, int64)
-// of x's rows sorted ascending along d (NaN last, as PyTorch's sort).
-std::tuple<Tensor, Tensor> pick_sorted(const Tensor& x, int64_t d, const Tensor& pos, bool keepdim) {
-  const auto [sorted, order] = sort(ops::at_least_1d(x), d);
+// of x's rows already sorted along d, shaped as x's reduction along d.
+std::tuple<Tensor, Tensor> pick_sorted_at(const Tensor& sorted, const Tensor& order, const Tensor& x, int64_t d,
+                                          const Tensor& pos, bool keepdim) {
   Tensor v = gather(sorted, d, pos), i = gather(order, d, pos);
   if (x.dim() == 0) return {v.reshape({}), i.reshape({})};
   if (!keepdim) v = v.squeeze(d), i = i.squeeze(d);
   return {v, i};
+}
+
+// The same of x's rows sorted ascending along d (NaN last, as PyTorch's sort).
+std::tuple<Tensor, Tensor> pick_sorted(const Tensor& x, int64_t d, const Tensor& pos, bool keepdim) {
+  const auto [sorted, order] = sort(ops::at_least_1d(x), d);
+  return pick_sorted_at(sorted, order, x, d, pos, keepdim);
 }
 
 // x's shape with dim d of size 1 (a 0-d x as one element).
@@ -47,6 +53,28 @@ std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor median(const Tensor& x) {
   check(x.numel() > 0, "median", "cannot compute the median of an empty tensor");
   return std::get<0>(median(x.reshape({-1}), 0, false));
+}
+
+// The most frequent value of each row (ties: the smallest) and where it
+// occurs (its last place, as PyTorch's CPU kernel reports the last of the
+// sorted run): runs of equal values in the stably sorted row, each run's
+// length at its end, the first longest. NaNs are each a run of their own.
+std::tuple<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
+  const int64_t d = ops::wrap_dim(dim, x.dim(), "mode");
+  const Tensor row = ops::at_least_1d(x);
+  const int64_t n = row.size(d);
+  check(n > 0, "mode", "cannot compute the mode of the empty dim ", d, " of shape ", shape_text(x.sizes()));
+  const auto [sorted, order] = sort(row, d, false, true);
+  const Tensor differs = ne(sorted.narrow(d, 1, n - 1), sorted.narrow(d, 0, n - 1));
+  const Tensor first = ones(row_shape(x, d), kBool);
+  const Tensor starts = cat({first, differs}, d), ends = cat({differs, first}, d);
+  Shape pos_view(static_cast<size_t>(row.dim()), 1);
+  pos_view[static_cast<size_t>(d)] = n;
+  const Tensor pos = arange(n).reshape(pos_view).expand(row.sizes());
+  const Tensor run_start = std::get<0>(cummax(where(starts, pos, zeros_like(pos)), d));
+  const Tensor length_at_end = where(ends, pos - run_start + 1, zeros_like(pos));
+  const Tensor best = argmax(length_at_end, d, true);
+  return pick_sorted_at(sorted, order, x, d, best, keepdim);
 }
 
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
@@ -118,6 +146,7 @@ const bool registered = [] {
   ops::def<static_cast<std::tuple<Tensor, Tensor> (*)(const Tensor&, int64_t, bool)>(&median)>(
       "median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)");
   ops::def<static_cast<Tensor (*)(const Tensor&)>(&median)>("median(Tensor self) -> Tensor");
+  ops::def<&mode>("mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)");
   ops::def<&kthvalue>(
       "kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)");
   ops::def<static_cast<Tensor (*)(const Tensor&, const Tensor&, std::optional<int64_t>, bool, const std::string&)>(

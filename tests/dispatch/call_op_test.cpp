@@ -233,6 +233,7 @@ std::vector<Case> cases() {
   c.push_back({"unique", {counts}, {}, [=] { return three(unique(counts)); }});
   c.push_back({"unique_consecutive", {counts}, {}, [=] { return three(unique_consecutive(counts)); }});
   c.push_back({"kthvalue", {m34, int64_t{2}}, {{"dim", int64_t{0}}}, [=] { return two(kthvalue(m34, 2, 0)); }});
+  c.push_back({"mode", {m34}, {{"keepdim", true}}, [=] { return two(mode(m34, -1, true)); }});
   const Tensor qs = tensor(std::vector<double>{0.1, 0.5}).to(kFloat32);
   c.push_back({"quantile", {m34, qs, int64_t{1}}, {{"interpolation", std::string("midpoint")}},
                [=] { return one(quantile(m34, qs, 1, false, "midpoint")); }});

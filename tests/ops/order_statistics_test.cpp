@@ -3,6 +3,7 @@
 // errors.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "test_util.h"
 
@@ -82,6 +83,39 @@ TEST(OrderStatistics, MedianKthvalueQuantileMatchSortedRows) {
   expect_close(v, values(var(y, {1}, 0, true)), 0, 0, "var_mean var");
   expect_close(mu, values(mean(y, {1}, true)), 0, 0, "var_mean mean");
   expect_close(std::get<0>(std_mean(y)), values(std(y)), 0, 0, "std_mean std");
+}
+
+TEST(OrderStatistics, ModeIsTheSmallestMostFrequentValueAtItsLastPlace) {
+  manual_seed(3103);
+  for (Layout layout : all_layouts()) {
+    const Tensor x = round(make_input({6, 9}, layout, kFloat64) * 1.5);  // few distinct values: ties
+    for (bool keepdim : {false, true}) {
+      const auto [v, i] = mode(x, 1, keepdim);
+      EXPECT_EQ(v.sizes(), keepdim ? (Shape{6, 1}) : (Shape{6}));
+      const auto rows = rows_of(x);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        std::map<double, int> count;
+        for (double e : rows[r]) ++count[e];
+        double best = 0;
+        int best_n = 0;
+        for (const auto& [val, n] : count)
+          if (n > best_n) best = val, best_n = n;
+        int64_t last = 0;
+        for (size_t j = 0; j < rows[r].size(); ++j)
+          if (rows[r][j] == best) last = static_cast<int64_t>(j);
+        EXPECT_EQ(values(v)[r], best) << layout_name(layout) << " row " << r;
+        EXPECT_EQ(values(i)[r], last) << layout_name(layout) << " row " << r;
+      }
+    }
+  }
+  // Along dim 0, integers, NaN (each counts once), 0-d.
+  const Tensor ints = tensor(std::vector<int64_t>{3, 1, 3, 1, 2, 1}).reshape({6, 1});
+  const auto [iv, ii] = mode(ints, 0);
+  EXPECT_EQ(iv.item<int64_t>(), 1);
+  EXPECT_EQ(ii.item<int64_t>(), 5);
+  EXPECT_EQ(std::get<0>(mode(tensor(std::vector<double>{NAN, 2, NAN, 3}))).item<double>(), 2);
+  EXPECT_EQ(std::get<0>(mode(full({}, 4.0), 0)).item<double>(), 4);
+  expect_error([] { mode(empty({2, 0}), 1); }, {"[mode]", "empty dim 1"});
 }
 
 TEST(OrderStatistics, Gradients) {
