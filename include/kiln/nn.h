@@ -341,6 +341,15 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
               bool log_target = false);
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                            const std::string& reduction = "mean");
+// im2col and col2im, as torch.nn.functional.unfold / fold: every kernel-sized
+// patch of (N, C, H, W) (or (C, H, W)) as a column of (N, C kh kw, L), L the
+// number of patches; fold sums columns back into (N, C, H, W) of
+// output_size (overlaps add), so fold(unfold(x)) counts each pixel once per
+// patch covering it.
+Tensor unfold(const Tensor& input, const Shape& kernel_size, const Shape& dilation = {1, 1},
+              const Shape& padding = {0, 0}, const Shape& stride = {1, 1});
+Tensor fold(const Tensor& input, const Shape& output_size, const Shape& kernel_size, const Shape& dilation = {1, 1},
+            const Shape& padding = {0, 0}, const Shape& stride = {1, 1});
 // 1 - cos(x1, x2) for target 1, max(0, cos - margin) for target -1 (rows of
 // 2-d inputs, or one pair of 1-d vectors).
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,

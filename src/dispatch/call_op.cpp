@@ -63,7 +63,7 @@ IValue parse_default(const SchemaArg& a, const std::string& op) {
 }
 
 // Whether v fits argument a, converted in place where Python would (an int
-// for a float, an int for an int list of one).
+// for a float, an int for every element of an int list).
 bool fit(const SchemaArg& a, IValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return a.optional;
   const auto* i = std::get_if<int64_t>(&v);
@@ -74,8 +74,8 @@ bool fit(const SchemaArg& a, IValue& v) {
         return a.fixed_size < 0 || static_cast<int64_t>(l->size()) == a.fixed_size;
       return false;
     case ArgType::Int: return i != nullptr;
-    case ArgType::IntList:
-      if (i) v = Shape{*i};
+    case ArgType::IntList:  // one int stands for every element of an int[n] (PyTorch's rule)
+      if (i) v = Shape(static_cast<size_t>(std::max<int64_t>(a.fixed_size, 1)), *i);
       return std::holds_alternative<Shape>(v);
     case ArgType::Float:
       if (i) v = static_cast<double>(*i);

@@ -119,7 +119,9 @@ class Parser {
   std::string default_value() {
     skip_space();
     const size_t start = pos_;
-    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != ')') ++pos_;
+    int depth = 0;  // a list default ("[1, 1]") holds commas
+    for (; pos_ < s_.size() && (depth > 0 || (s_[pos_] != ',' && s_[pos_] != ')')); ++pos_)
+      depth += s_[pos_] == '[' ? 1 : s_[pos_] == ']' ? -1 : 0;
     if (pos_ == start) fail_at("expected a default value");
     std::string v(s_.substr(start, pos_ - start));
     while (!v.empty() && v.back() == ' ') v.pop_back();

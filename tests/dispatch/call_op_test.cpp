@@ -341,6 +341,12 @@ std::vector<Case> cases() {
   c.push_back({"kl_div", {log_softmax(m34, 1), probs}, {{"reduction", std::string("batchmean")}},
                [=] { return one(nn::kl_div(log_softmax(m34, 1), probs, "batchmean")); }});
   c.push_back({"margin_ranking_loss", {m34, unit, sign(m34)}, {}, [=] { return one(nn::margin_ranking_loss(m34, unit, sign(m34))); }});
+  const Tensor img2 = randn({1, 2, 4, 5});
+  c.push_back({"im2col", {img2, Shape{2, 2}}, {{"stride", int64_t{2}}, {"padding", Shape{1, 0}}},
+               [=] { return one(nn::unfold(img2, {2, 2}, {1, 1}, {1, 0}, {2, 2})); }});
+  const Tensor cols2 = randn({1, 8, 12});
+  c.push_back({"col2im", {cols2, Shape{4, 5}, Shape{2, 2}}, {},
+               [=] { return one(nn::fold(cols2, {4, 5}, {2, 2})); }});
   const Tensor pm1 = tensor<int64_t>({1, -1, 1});
   c.push_back({"cosine_embedding_loss", {m34, unit, pm1}, {{"margin", 0.1}},
                [=] { return one(nn::cosine_embedding_loss(m34, unit, pm1, 0.1)); }});
