@@ -300,6 +300,16 @@ class ParameterDict : public Module {
 
 // Dropout as a function (training: zero with probability p, scale by 1/(1-p)).
 Tensor dropout(const Tensor& x, double p, bool training);
+// Whole channels dropped: one draw per (sample, channel) of (N, C, spatial...)
+// or (C, spatial...) with 1, 2 or 3 spatial dims, kept ones scaled by 1 / (1 - p).
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);
+// SELU's dropout: dropped values become SELU's saturation -1.7581, then
+// a x + b keeps a unit normal input's mean and variance; per element, or
+// per channel (dim 1 of an input of 3+ dims, dim 0 of a 2-D one).
+Tensor alpha_dropout(const Tensor& x, double p, bool training);
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training);
 
 // As torch.nn.functional's: the first half along dim gated by the sigmoid
 // of the second; x where x > 0, else weight * x (one weight, or one per

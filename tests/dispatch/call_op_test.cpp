@@ -325,6 +325,13 @@ std::vector<Case> cases() {
   c.push_back({"pairwise_distance", {m34, xt}, {{"keepdim", true}},
                [=] { return one(nn::pairwise_distance(m34, xt, 2.0, 1e-6, true)); }});
   c.push_back({"dropout", {m34, 0.5, true}, {}, [=] { return one(nn::dropout(m34, 0.5, true)); }, true});
+  const Tensor chans = randn({2, 3, 4}), vol = randn({1, 2, 3, 2, 2});
+  c.push_back({"dropout1d", {chans}, {{"p", 0.4}}, [=] { return one(nn::dropout1d(chans, 0.4)); }, true});
+  c.push_back({"dropout2d", {img}, {}, [=] { return one(nn::dropout2d(img)); }, true});
+  c.push_back({"dropout3d", {vol, 0.3}, {}, [=] { return one(nn::dropout3d(vol, 0.3)); }, true});
+  c.push_back({"alpha_dropout", {m34, 0.5, true}, {}, [=] { return one(nn::alpha_dropout(m34, 0.5, true)); }, true});
+  c.push_back({"feature_alpha_dropout", {chans, 0.5, true}, {},
+               [=] { return one(nn::feature_alpha_dropout(chans, 0.5, true)); }, true});
   c.push_back({"cross_entropy", {m34, target}, {{"label_smoothing", 0.1}},
                [=] { return one(nn::cross_entropy(m34, target, -100, 0.1)); }});
   c.push_back({"mse_loss", {xt, m34}, {{"reduction", std::string("sum")}}, [=] { return one(nn::mse_loss(xt, m34, "sum")); }});
