@@ -153,11 +153,7 @@ const struct Register {
       // add: both get g (src at the indices); overwrite: the overwritten places get none.
       Tensor gx = c.attrs.get_bool("add") ? g : scatter(g, dim, idx, zeros(idx.sizes(), g.options()));
       // src may be larger than index: only its leading index-shaped block was read.
-      Tensor gsrc = zeros(in_shape(c, 2), g.options());
-      Tensor block = gsrc;
-      for (int64_t d = 0; d < idx.dim(); ++d) block = block.narrow(d, 0, idx.size(d));
-      block.copy_(gather(g, dim, idx));
-      return {gx, Tensor(), gsrc};
+      return {gx, Tensor(), ops::block_in_zeros(gather(g, dim, idx), in_shape(c, 2), idx)};
     }, kSaveInputs);
     register_backward("cat", [](const Ctx& c) -> Grads {
       const int64_t dim = c.attrs.get_int("dim");

@@ -58,14 +58,6 @@ Dropout::Dropout(double prob) : p(prob) {
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
 
-Tensor dropout(const Tensor& x, double p, bool training) {
-  check(p >= 0 && p <= 1, "dropout", "probability has to be between 0 and 1, but got ", p);
-  if (!training || p == 0) return x;
-  if (p == 1) return x * 0;
-  const Tensor keep = (rand(x.sizes(), x.options()) >= wrapped_scalar(p)).to(x.dtype());
-  return x * keep * (1.0 / (1.0 - p));
-}
-
 void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
   mods_.push_back(std::move(m));
   register_module(std::to_string(mods_.size() - 1), mods_.back().get());

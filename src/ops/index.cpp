@@ -139,6 +139,19 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return ops::call(kGather, {x, index}, {{"dim", d}});
 }
 
+Tensor ops::leading_block(const Tensor& src, const Tensor& index) {
+  Tensor b = src;
+  for (int64_t d = 0; d < index.dim(); ++d) b = b.narrow(d, 0, index.size(d));
+  return b;
+}
+
+Tensor ops::block_in_zeros(const Tensor& block_grad, const Shape& src_sizes, const Tensor& index) {
+  if (block_grad.sizes() == src_sizes) return block_grad;
+  const Tensor full_grad = zeros(src_sizes, block_grad.options());
+  leading_block(full_grad, index).copy_(block_grad);
+  return full_grad;
+}
+
 int64_t ops::check_scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const char* op) {
   const int64_t d = ops::wrap_dim(dim, x.dim(), op);
   check_index(x, d, index, op);

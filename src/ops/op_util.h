@@ -40,6 +40,12 @@ Tensor number_beside(const Tensor& t, Scalar v);
 // for `op` and returns dim wrapped.
 int64_t check_scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const char* op);
 
+// scatter's src may be larger than its index, which reads only src's
+// leading index-shaped block: that block, and a block's gradient placed in
+// zeros of src's sizes (itself when they match).
+Tensor leading_block(const Tensor& src, const Tensor& index);
+Tensor block_in_zeros(const Tensor& block_grad, const Shape& src_sizes, const Tensor& index);
+
 // Shape functions shared by many ops.
 std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&);
 std::vector<TensorMeta> one_output(Shape sizes, DType dtype);  // one output, sizes moved in

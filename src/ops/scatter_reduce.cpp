@@ -25,20 +25,6 @@ int64_t reduce_code(const std::string& reduce) {
   fail("scatter_reduce", "reduce must be one of sum, prod, mean, amax, amin but got '", reduce, "'");
 }
 
-// src's leading block that index reads (src may be larger than index).
-Tensor read_block(const Tensor& src, const Tensor& index) {
-  Tensor b = src;
-  for (int64_t d = 0; d < index.dim(); ++d) b = b.narrow(d, 0, index.size(d));
-  return b;
-}
-// g for that block, placed in zeros of src's shape.
-Tensor to_src_shape(const Tensor& g_block, const Shape& src_sizes, const Tensor& index) {
-  if (g_block.sizes() == src_sizes) return g_block;
-  const Tensor full_g = zeros(src_sizes, g_block.options());
-  read_block(full_g, index).copy_(g_block);
-  return full_g;
-}
-
 // For each contributor v at a position (self, or a src element), the product
 // of the position's other contributors, from the position's count of zeros
 // and product of nonzero values.
@@ -53,7 +39,7 @@ Tensor product_of_others(const Tensor& v, const Tensor& zeros_here, const Tensor
 Grads scatter_reduce_backward(const BackwardContext& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& index = c.inputs[1];
-  const Tensor src = read_block(c.inputs[2], index);
+  const Tensor src = ops::leading_block(c.inputs[2], index);
   const Tensor& result = c.outputs[0];
   const Tensor& g = c.grads[0];
   const int64_t dim = c.attrs.get_int("dim");
@@ -90,7 +76,7 @@ Grads scatter_reduce_backward(const BackwardContext& c) {
     gx = where(self_hit, g_each, zeros_like(g));
     gsrc = where(src_hit, gather(g_each, dim, index), zeros_like(src));
   }
-  return {gx, Tensor(), to_src_shape(gsrc, c.input_meta[2].sizes, index)};
+  return {gx, Tensor(), ops::block_in_zeros(gsrc, c.input_meta[2].sizes, index)};
 }
 
 constexpr autograd::BackwardDef kScatterReduceBackward{scatter_reduce_backward, autograd::kSaveBoth};

@@ -34,16 +34,11 @@ int64_t Adam::steps() const { return state_.empty() ? 0 : state_[0].step; }
 
 void Adam::step() {
   for_each_param_with_grad([&](const ParamGroup& grp, const Tensor& p, ParamState& s) {
-    const double lr = grp["lr"], beta1 = grp["beta1"], beta2 = grp["beta2"], wd = grp["weight_decay"];
+    const double lr = grp["lr"], beta1 = grp["beta1"], beta2 = grp["beta2"];
     const double t = static_cast<double>(++s.step);
     const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
-    Tensor g = p.grad();
-    if (decoupled_) p.mul_(1 - lr * wd);
-    else if (wd != 0) g = g + p * wd;
-    Tensor& exp_avg = detail::state_slot(s.tensors, "exp_avg", p);
-    Tensor& exp_avg_sq = detail::state_slot(s.tensors, "exp_avg_sq", p);
-    exp_avg.mul_(beta1).add_(g, 1 - beta1);
-    exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+    const Tensor g = detail::decayed_grad(grp, p, decoupled_);
+    const auto [exp_avg, exp_avg_sq] = detail::update_moments(s.tensors, p, g, beta1, beta2);
     Tensor second = exp_avg_sq;
     if (grp["amsgrad"] != 0) {
       Tensor& max_sq = detail::state_slot(s.tensors, "max_exp_avg_sq", p);

@@ -8,21 +8,6 @@
 #include "optim/state_slot.h"
 
 namespace kiln::optim {
-namespace {
-
-// The gradient with weight decay: added to it (L2), or applied to the
-// parameter beforehand (decoupled, AdamW's way).
-Tensor decayed_grad(const ParamGroup& grp, const Tensor& p, bool decoupled) {
-  const double wd = grp["weight_decay"];
-  if (wd == 0) return p.grad();
-  if (decoupled) {
-    p.mul_(1 - grp["lr"] * wd);
-    return p.grad();
-  }
-  return p.grad() + p * wd;
-}
-
-}  // namespace
 
 Adamax::Adamax(std::vector<Tensor> params, AdamaxOptions o)
     : Adamax(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
@@ -37,7 +22,7 @@ void Adamax::step() {
   for_each_param_with_grad([](const ParamGroup& grp, const Tensor& p, ParamState& s) {
     const double beta1 = grp["beta1"], beta2 = grp["beta2"];
     const double t = static_cast<double>(++s.step);
-    const Tensor g = decayed_grad(grp, p, false);
+    const Tensor g = detail::decayed_grad(grp, p, false);
     Tensor& exp_avg = detail::state_slot(s.tensors, "exp_avg", p);
     Tensor& exp_inf = detail::state_slot(s.tensors, "exp_inf", p);
     exp_avg.mul_(beta1).add_(g, 1 - beta1);
@@ -66,17 +51,14 @@ void NAdam::step() {
   for_each_param_with_grad([](const ParamGroup& grp, const Tensor& p, ParamState& s) {
     const double lr = grp["lr"], beta1 = grp["beta1"], beta2 = grp["beta2"], psi = grp["momentum_decay"];
     const double t = static_cast<double>(++s.step);
-    const Tensor g = decayed_grad(grp, p, grp["decoupled_weight_decay"] != 0);
+    const Tensor g = detail::decayed_grad(grp, p, grp["decoupled_weight_decay"] != 0);
     const double mu = beta1 * (1 - 0.5 * std::pow(0.96, t * psi));
     const double mu_next = beta1 * (1 - 0.5 * std::pow(0.96, (t + 1) * psi));
     auto it = s.tensors.find("mu_product");
     if (it == s.tensors.end()) it = s.tensors.emplace("mu_product", full({}, 1.0, kFloat64)).first;
     const double mu_product = it->second.item<double>() * mu;
     it->second.fill_(mu_product);
-    Tensor& exp_avg = detail::state_slot(s.tensors, "exp_avg", p);
-    Tensor& exp_avg_sq = detail::state_slot(s.tensors, "exp_avg_sq", p);
-    exp_avg.mul_(beta1).add_(g, 1 - beta1);
-    exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+    const auto [exp_avg, exp_avg_sq] = detail::update_moments(s.tensors, p, g, beta1, beta2);
     const Tensor denom = sqrt(exp_avg_sq / (1 - std::pow(beta2, t))) + grp["eps"];
     p.sub_(g / denom * (lr * (1 - mu) / (1 - mu_product)));
     p.sub_(exp_avg / denom * (lr * mu_next / (1 - mu_product * mu_next)));
@@ -99,11 +81,8 @@ void RAdam::step() {
   for_each_param_with_grad([](const ParamGroup& grp, const Tensor& p, ParamState& s) {
     const double lr = grp["lr"], beta1 = grp["beta1"], beta2 = grp["beta2"];
     const double t = static_cast<double>(++s.step);
-    const Tensor g = decayed_grad(grp, p, grp["decoupled_weight_decay"] != 0);
-    Tensor& exp_avg = detail::state_slot(s.tensors, "exp_avg", p);
-    Tensor& exp_avg_sq = detail::state_slot(s.tensors, "exp_avg_sq", p);
-    exp_avg.mul_(beta1).add_(g, 1 - beta1);
-    exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+    const Tensor g = detail::decayed_grad(grp, p, grp["decoupled_weight_decay"] != 0);
+    const auto [exp_avg, exp_avg_sq] = detail::update_moments(s.tensors, p, g, beta1, beta2);
     const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
     const double rho_inf = 2 / (1 - beta2) - 1;
     const double rho_t = rho_inf - 2 * t * std::pow(beta2, t) / bc2;

@@ -18,6 +18,33 @@ inline Tensor& state_slot(std::map<std::string, Tensor>& state, const char* name
   return it->second;
 }
 
+// Adam's running moments of g (state "exp_avg", "exp_avg_sq"), updated in
+// place and returned as {first, second}.
+struct Moments {
+  Tensor& first;
+  Tensor& second;
+};
+inline Moments update_moments(std::map<std::string, Tensor>& state, const Tensor& p, const Tensor& g, double beta1,
+                              double beta2) {
+  Tensor& exp_avg = state_slot(state, "exp_avg", p);
+  Tensor& exp_avg_sq = state_slot(state, "exp_avg_sq", p);
+  exp_avg.mul_(beta1).add_(g, 1 - beta1);
+  exp_avg_sq.mul_(beta2).add_(g * g, 1 - beta2);
+  return {exp_avg, exp_avg_sq};
+}
+
+// The gradient with weight decay (group option "weight_decay"): added to it
+// (L2), or applied to the parameter beforehand (decoupled, AdamW's way).
+inline Tensor decayed_grad(const ParamGroup& grp, const Tensor& p, bool decoupled) {
+  const double wd = grp["weight_decay"];
+  if (wd == 0) return p.grad();
+  if (decoupled) {
+    p.mul_(1 - grp["lr"] * wd);
+    return p.grad();
+  }
+  return p.grad() + p * wd;
+}
+
 // What every Adam-like optimizer checks of a group (betas, eps, weight decay).
 inline void check_adam_like(const char* name, const ParamGroup& g) {
   check(g["beta1"] >= 0 && g["beta1"] < 1 && g["beta2"] >= 0 && g["beta2"] < 1, name, "invalid betas (", g["beta1"],
