@@ -13,6 +13,7 @@
 #include "kiln/error.h"
 #include "kiln/gpt.h"
 #include "kiln/io.h"
+#include "kiln/linalg.h"
 #include "kiln/lr_scheduler.h"
 #include "kiln/moe.h"
 #include "kiln/nn.h"

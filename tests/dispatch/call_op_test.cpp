@@ -261,6 +261,24 @@ std::vector<Case> cases() {
                [=] { return one(baddbmm(row5, m34.unsqueeze(0), m45.unsqueeze(0), 1, 2)); }});
   c.push_back({"tensordot", {m34, m45, Shape{1}, Shape{0}}, {}, [=] { return one(tensordot(m34, m45, {1}, {0})); }});
   c.push_back({"kron", {m34, xt}, {}, [=] { return one(kron(m34, xt)); }});
+  const Tensor sq = randn({2, 3, 3}) + 3 * eye(3), rhs = randn({2, 3, 2}), spd3 = matmul(sq, sq.transpose(-1, -2));
+  c.push_back({"linalg_inv", {sq}, {}, [=] { return one(linalg::inv(sq)); }});
+  c.push_back({"linalg_solve", {sq, rhs.transpose(-1, -2)}, {{"left", false}},
+               [=] { return one(linalg::solve(sq, rhs.transpose(-1, -2), false)); }});
+  c.push_back({"linalg_det", {sq}, {}, [=] { return one(linalg::det(sq)); }});
+  c.push_back({"linalg_slogdet", {sq}, {}, [=] { return two(linalg::slogdet(sq)); }});
+  c.push_back({"linalg_cholesky", {spd3}, {{"upper", true}}, [=] { return one(linalg::cholesky(spd3, true)); }});
+  c.push_back({"linalg_qr", {m34, std::string("complete")}, {}, [=] { return two(linalg::qr(m34, "complete")); }});
+  c.push_back({"linalg_eigh", {spd3}, {{"UPLO", std::string("U")}}, [=] { return two(linalg::eigh(spd3, "U")); }});
+  c.push_back({"linalg_eigvalsh", {spd3}, {}, [=] { return one(linalg::eigvalsh(spd3)); }});
+  c.push_back({"linalg_svd", {m34}, {{"full_matrices", false}}, [=] { return three(linalg::svd(m34, false)); }});
+  c.push_back({"linalg_svdvals", {m34}, {}, [=] { return one(linalg::svdvals(m34)); }});
+  c.push_back({"linalg_vector_norm", {m34, 3.0}, {{"dim", Shape{1}}}, [=] { return one(linalg::vector_norm(m34, 3, {1})); }});
+  c.push_back({"linalg_matrix_norm", {sq, -1.0}, {}, [=] { return one(linalg::matrix_norm(sq, -1.0)); }});
+  c.push_back({"linalg_matrix_norm.str_ord", {sq}, {{"ord", std::string("nuc")}},
+               [=] { return one(linalg::matrix_norm(sq, "nuc")); }});
+  c.push_back({"linalg_norm", {sq}, {{"dim", Shape{0, 2}}}, [=] { return one(linalg::norm(sq, std::nullopt, Shape{0, 2})); }});
+  c.push_back({"linalg_norm.ord_str", {m34, std::string("fro")}, {}, [=] { return one(linalg::norm(m34, "fro")); }});
   // Meta outputs compare by metadata (expect_same reads no values of an empty list).
   c.push_back({"empty", {Shape{0, 3}}, {}, [] { return Results{empty({0, 3})}; }});
   c.push_back({"empty_strided", {Shape{2, 0}, Shape{1, 2}}, {}, [] { return Results{empty_strided({2, 0}, {1, 2})}; }});

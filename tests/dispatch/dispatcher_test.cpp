@@ -41,6 +41,11 @@ void run_every_op() {
   cummax(x, 1), cummin(x, 0), logcumsumexp(x, 1), searchsorted(std::get<0>(sort(x)), y);
   scatter_reduce(x, 1, i, y, "amax");
   cumprod(randn({3}).requires_grad_(), 0).sum().backward();  // cumprod_backward
+  {  // linalg's LAPACK ops
+    const Tensor a = randn({3, 3}) + 3 * eye(3), s = matmul(a, a.t());
+    linalg::inv(a), linalg::solve(a, y.narrow(0, 0, 3)), linalg::det(a), linalg::slogdet(a), linalg::cholesky(s);
+    linalg::qr(x), linalg::eigh(s), linalg::svd(x);
+  }
   mm(x, y.t()), dispatch(*find_op("bmm_bias"), std::vector<Tensor>{x, y.t(), randn({4})}), softmax(x, 1), layer_norm(x, {6}), embedding(x, idx), one_hot(idx, 4);
   cat({x, y}), gather(x, 1, i), scatter(x, 1, i, y), index_select(x, 0, idx), tril(x), triu(x, 1), sort(x), multinomial(y, 2);
   x.view({24}).permute({0}), x.expand({2, 4, 6}), x.slice(0, 1), x.select(0, 1), slice_backward(x.slice(0, 1, 3), x.sizes(), 0, 1, 3, 1),

@@ -31,6 +31,14 @@ void logcumsumexp_kernel(const OpCall& c);                       // attrs: dim
 void matmul_kernel(const OpCall& c);                             // batched, broadcast batch dims
 void matmul_bias_kernel(const OpCall& c);  // matmul + a bias row (Note [Bias in the GEMM])
 
+void linalg_inv_kernel(const OpCall& c);
+void linalg_solve_kernel(const OpCall& c);                       // A, B (batch dims of A)
+void linalg_det_kernel(const OpCall& c);                         // det, or slogdet (two outputs)
+void linalg_cholesky_kernel(const OpCall& c);                    // attrs: upper
+void linalg_qr_kernel(const OpCall& c);                          // -> Q (0 elements: not wanted), R
+void linalg_eigh_kernel(const OpCall& c);                        // attrs: UPLO -> values, [vectors]
+void linalg_svd_kernel(const OpCall& c);                         // -> [U], S, [Vh]
+
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log
 void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms
 
