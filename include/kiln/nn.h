@@ -360,6 +360,15 @@ Tensor unfold(const Tensor& input, const Shape& kernel_size, const Shape& dilati
               const Shape& padding = {0, 0}, const Shape& stride = {1, 1});
 Tensor fold(const Tensor& input, const Shape& output_size, const Shape& kernel_size, const Shape& dilation = {1, 1},
             const Shape& padding = {0, 0}, const Shape& stride = {1, 1});
+// torch.nn.functional.interpolate of (N, C, spatial...), 1 to 3 spatial
+// dims: mode "nearest", "nearest-exact", "linear" (3-D input), "bilinear"
+// (4-D) or "trilinear" (5-D). Exactly one of size and scale_factor (one
+// value for every spatial dim, or one per dim); align_corners only for the
+// linear modes (default false); recompute_scale_factor: sample by the
+// output size rather than by the given factor.
+Tensor interpolate(const Tensor& input, std::optional<Shape> size = {},
+                   std::optional<std::vector<double>> scale_factor = {}, const std::string& mode = "nearest",
+                   std::optional<bool> align_corners = {}, std::optional<bool> recompute_scale_factor = {});
 // 1 - cos(x1, x2) for target 1, max(0, cos - margin) for target -1 (rows of
 // 2-d inputs, or one pair of 1-d vectors).
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,

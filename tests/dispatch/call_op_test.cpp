@@ -372,6 +372,8 @@ std::vector<Case> cases() {
   const Tensor cols2 = randn({1, 8, 12});
   c.push_back({"col2im", {cols2, Shape{4, 5}, Shape{2, 2}}, {},
                [=] { return one(nn::fold(cols2, {4, 5}, {2, 2})); }});
+  c.push_back({"interpolate", {img2, Shape{3, 7}}, {{"mode", std::string("bilinear")}, {"align_corners", true}},
+               [=] { return one(nn::interpolate(img2, Shape{3, 7}, {}, "bilinear", true)); }});
   const Tensor pm1 = tensor<int64_t>({1, -1, 1});
   c.push_back({"cosine_embedding_loss", {m34, unit, pm1}, {{"margin", 0.1}},
                [=] { return one(nn::cosine_embedding_loss(m34, unit, pm1, 0.1)); }});
