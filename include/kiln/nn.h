@@ -351,6 +351,16 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
               bool log_target = false);
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                            const std::string& reduction = "mean");
+// Connectionist temporal classification: -log p(target | log_probs)
+// summed over every alignment. log_probs (T, N, C) (log_softmax outputs;
+// (T, C) unbatched), targets padded (N, S) or concatenated (the sum of
+// target_lengths), one input and target length per sample; reduction
+// "mean" divides each loss by its target length before the batch mean;
+// zero_infinity: an impossible alignment's infinite loss (and its
+// gradient) becomes 0.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0, const std::string& reduction = "mean",
+                bool zero_infinity = false);
 // im2col and col2im, as torch.nn.functional.unfold / fold: every kernel-sized
 // patch of (N, C, H, W) (or (C, H, W)) as a column of (N, C kh kw, L), L the
 // number of patches; fold sums columns back into (N, C, H, W) of

@@ -374,6 +374,10 @@ std::vector<Case> cases() {
                [=] { return one(nn::fold(cols2, {4, 5}, {2, 2})); }});
   c.push_back({"interpolate", {img2, Shape{3, 7}}, {{"mode", std::string("bilinear")}, {"align_corners", true}},
                [=] { return one(nn::interpolate(img2, Shape{3, 7}, {}, "bilinear", true)); }});
+  const Tensor ctc_lp = log_softmax(randn({5, 2, 4}), 2), ctc_targets = tensor<int64_t>({1, 2, 3});
+  const Tensor ctc_in = tensor<int64_t>({5, 4}), ctc_tl = tensor<int64_t>({2, 1});
+  c.push_back({"ctc_loss", {ctc_lp, ctc_targets, ctc_in, ctc_tl}, {{"reduction", std::string("sum")}},
+               [=] { return one(nn::ctc_loss(ctc_lp, ctc_targets, ctc_in, ctc_tl, 0, "sum")); }});
   const Tensor pm1 = tensor<int64_t>({1, -1, 1});
   c.push_back({"cosine_embedding_loss", {m34, unit, pm1}, {{"margin", 0.1}},
                [=] { return one(nn::cosine_embedding_loss(m34, unit, pm1, 0.1)); }});

@@ -41,6 +41,10 @@ void run_every_op() {
   cummax(x, 1), cummin(x, 0), logcumsumexp(x, 1), searchsorted(std::get<0>(sort(x)), y);
   scatter_reduce(x, 1, i, y, "amax");
   cumprod(randn({3}).requires_grad_(), 0).sum().backward();  // cumprod_backward
+  {  // ctc_loss and its backward
+    const Tensor lp = randn({4, 1, 3}).requires_grad_();
+    nn::ctc_loss(lp, tensor<int64_t>({1, 2}).reshape({1, 2}), tensor<int64_t>({4}), tensor<int64_t>({2})).backward();
+  }
   {  // linalg's LAPACK ops
     const Tensor a = randn({3, 3}) + 3 * eye(3), s = matmul(a, a.t());
     linalg::inv(a), linalg::solve(a, y.narrow(0, 0, 3)), linalg::det(a), linalg::slogdet(a), linalg::cholesky(s);

@@ -39,6 +39,9 @@ void linalg_qr_kernel(const OpCall& c);                          // -> Q (0 elem
 void linalg_eigh_kernel(const OpCall& c);                        // attrs: UPLO -> values, [vectors]
 void linalg_svd_kernel(const OpCall& c);                         // -> [U], S, [Vh]
 
+void ctc_loss_kernel(const OpCall& c);           // log_probs, targets, lengths; attrs: blank, zero_infinity
+void ctc_loss_backward_kernel(const OpCall& c);  // grad, then the forward's inputs
+
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log
 void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms
 

@@ -45,6 +45,8 @@ const bool registered = [] {
     {"linalg_qr", linalg_qr_kernel},
     {"linalg_eigh", linalg_eigh_kernel},
     {"linalg_svd", linalg_svd_kernel},
+    {"ctc_loss", ctc_loss_kernel},
+    {"ctc_loss_backward", ctc_loss_backward_kernel},
     {"softmax", softmax_kernel},
     {"layer_norm", layer_norm_kernel},
     {"embedding", embedding_kernel},
