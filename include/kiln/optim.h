@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,8 @@ class Optimizer {
   // "param_groups.<g>.<option>" (0-dim float64) with "param_groups.<g>.params"
   // (the group's parameter numbers). load_state_dict checks that the groups
   // and shapes match.
-  nn::StateDict state_dict() const;
-  void load_state_dict(const nn::StateDict& state);
+  virtual nn::StateDict state_dict() const;
+  virtual void load_state_dict(const nn::StateDict& state);
 
  protected:
   Optimizer(std::string name, std::vector<ParamGroup> groups, std::map<std::string, double> defaults);
@@ -221,6 +222,60 @@ class Adagrad : public Optimizer {
 
  private:
   void check_group(const ParamGroup& group) const override;
+};
+
+// L-BFGS (PyTorch's torch.optim.LBFGS): each step(closure) runs up to
+// max_iter quasi-Newton iterations, the direction from the last
+// history_size curvature pairs, with a fixed step (lr; the first
+// iteration's scaled by 1 / |g|_1) or a strong-Wolfe line search. The
+// closure clears the gradients, computes the loss, calls backward and
+// returns the loss; step returns its first value. One parameter group.
+struct LBFGSOptions {
+  double lr = 1;
+  int64_t max_iter = 20;
+  std::optional<int64_t> max_eval;  // default max_iter * 5 / 4
+  double tolerance_grad = 1e-7;
+  double tolerance_change = 1e-9;
+  int64_t history_size = 100;
+  std::string line_search_fn;  // "" (none) or "strong_wolfe"
+};
+class LBFGS : public Optimizer {
+ public:
+  LBFGS(std::vector<Tensor> params, LBFGSOptions options = {});
+  Tensor step(const std::function<Tensor()>& closure);
+  void step() override;  // an error: L-BFGS re-evaluates the loss
+  // The base layout plus the algorithm's state as "state.0.<name>" (PyTorch
+  // keeps it on the first parameter): d, t, old_dirs and old_stps (stacked,
+  // history x n), ro, H_diag, prev_flat_grad, prev_loss, func_evals, n_iter.
+  nn::StateDict state_dict() const override;
+  void load_state_dict(const nn::StateDict& state) override;
+
+ private:
+  void check_group(const ParamGroup& group) const override;
+  Tensor gather_flat_grad() const;
+  void add_to_params(double t, const Tensor& d);
+  void set_params(const std::vector<Tensor>& x);
+  struct Evaluation {
+    double loss;
+    Tensor flat_grad;
+  };
+  Evaluation evaluate_at(const std::function<Tensor()>& closure, const std::vector<Tensor>& x, double t,
+                         const Tensor& d);
+  struct LineSearchResult {
+    double loss;
+    Tensor flat_grad;
+    double t;
+    int64_t evals;
+  };
+  LineSearchResult strong_wolfe(const std::function<Tensor()>& closure, const std::vector<Tensor>& x, double t,
+                                const Tensor& d, double loss, const Tensor& flat_grad, double gtd);
+  std::string line_search_fn_;
+  // The algorithm's state between steps.
+  Tensor d_, prev_flat_grad_;
+  double t_ = 0, H_diag_ = 1, prev_loss_ = 0;
+  std::vector<Tensor> old_dirs_, old_stps_;
+  std::vector<double> ro_;
+  int64_t func_evals_ = 0, n_iter_ = 0;
 };
 
 // Clamps every gradient to [-clip_value, clip_value] in place.
