@@ -7,6 +7,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -264,6 +265,70 @@ class ModuleDict : public Module {
  private:
   std::vector<std::pair<std::string, std::shared_ptr<M>>> mods_;
   std::map<std::string, size_t> index_;
+};
+
+// torch.nn.MultiheadAttention (kdim = vdim = embed_dim). Inputs (L, N, E),
+// or (N, L, E) when batch_first, or unbatched (L, E). Masks as PyTorch's:
+// attn_mask (L, S) or (N * num_heads, L, S), key_padding_mask (N, S); a
+// bool mask's true entries may not be attended, a float mask is added to
+// the scores. is_causal adds the causal mask (with or without attn_mask).
+// Without need_weights and without dropout in training, the attention runs
+// as flex_attention (scores never materialised); otherwise explicitly,
+// returning the weights averaged over heads (N, L, S) or per head
+// (N, num_heads, L, S). Parameters: in_proj_weight (3E, E), in_proj_bias,
+// out_proj.weight, out_proj.bias.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
+                     bool batch_first = false);
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                     const Tensor& attn_mask = {}, bool average_attn_weights = true,
+                                     bool is_causal = false);
+  Tensor in_proj_weight, in_proj_bias;
+  Linear out_proj;
+  int64_t embed_dim, num_heads, head_dim;
+  double dropout;
+  bool batch_first;
+};
+
+// torch.nn.TransformerEncoderLayer: self-attention and a feed-forward
+// block (linear1, activation "relu" or "gelu", linear2), each with dropout
+// and a residual, layer norms after (or, norm_first, before) each.
+struct TransformerEncoderLayerOptions {
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;
+  bool bias = true;
+};
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerEncoderLayerOptions options = {});
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {},
+                 bool is_causal = false);
+  Tensor operator()(const Tensor& src) { return forward(src); }
+  MultiheadAttention self_attn;
+  Linear linear1, linear2;
+  LayerNorm norm1, norm2;
+  TransformerEncoderLayerOptions options;
+
+ private:
+  Tensor feed_forward(const Tensor& x);
+};
+
+// num_layers encoder layers of the same options in turn ("layers.0", ...),
+// then an optional final LayerNorm ("norm").
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(int64_t d_model, int64_t nhead, int64_t num_layers, TransformerEncoderLayerOptions options = {},
+                     bool final_norm = false);
+  Tensor forward(const Tensor& src, const Tensor& mask = {}, const Tensor& src_key_padding_mask = {},
+                 bool is_causal = false);
+  ModuleList<TransformerEncoderLayer> layers;
+  std::shared_ptr<LayerNorm> norm;
 };
 
 // Parameters held in a list ("0", "1", ...) or by name; each registered as
