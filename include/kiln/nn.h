@@ -1,6 +1,7 @@
 // kiln::nn: Module (named parameters, buffers and children, train/eval,
 // state_dict), the standard layers, init functions and losses.
 #pragma once
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
@@ -329,6 +330,66 @@ class TransformerEncoder : public Module {
                  bool is_causal = false);
   ModuleList<TransformerEncoderLayer> layers;
   std::shared_ptr<LayerNorm> norm;
+};
+
+// Recurrent layers as PyTorch's nn.LSTM / nn.GRU: input (L, N, input_size),
+// (N, L, input_size) when batch_first, or unbatched (L, input_size);
+// states (num_layers * directions, N, hidden_size) (unbatched without N),
+// zeros when not given. Gates in PyTorch's order (LSTM i, f, g, o; GRU r,
+// z, n) and parameter names (weight_ih_l0, weight_hh_l0, bias_ih_l0,
+// bias_hh_l0, ..._reverse), all U(-1/sqrt(hidden), 1/sqrt(hidden));
+// dropout between layers in training. No proj_size or packed sequences.
+struct RNNOptions {
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;
+  double dropout = 0.0;
+  bool bidirectional = false;
+};
+class RNNBase : public Module {
+ public:
+  int64_t input_size, hidden_size;
+  RNNOptions options;
+  // Parameters of layer l, direction d (0 forward, 1 reverse): w_ih, w_hh,
+  // b_ih, b_hh (the biases undefined without bias).
+  std::array<Tensor*, 4> layer_params(int64_t layer, int64_t direction);
+
+ protected:
+  RNNBase(const char* name, int64_t gates, int64_t input_size, int64_t hidden_size, RNNOptions options);
+  // Runs every layer and direction; step(gates_x, h, c) -> (h, c) for one
+  // time step (c undefined for the GRU); gates_x are x W_ih^T + b_ih.
+  using Step = std::function<std::pair<Tensor, Tensor>(const Tensor& gates_x, const Tensor& h, const Tensor& c,
+                                                       const Tensor& w_hh, const Tensor& b_hh)>;
+  std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const Tensor& h0, const Tensor& c0, const Step& step);
+  const char* name_;
+
+ private:
+  std::deque<Tensor> params_store_;  // a deque: slots keep their addresses
+};
+class LSTM : public RNNBase {
+ public:
+  LSTM(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
+  // -> (output, (h_n, c_n)); output's features are 2 hidden_size when bidirectional.
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& input,
+                                                         std::optional<std::tuple<Tensor, Tensor>> hx = {});
+};
+class GRU : public RNNBase {
+ public:
+  GRU(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});  // -> (output, h_n)
+};
+// One time step: (N, input_size) or (input_size) with its states.
+class LSTMCell : public Module {
+ public:
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true);
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, std::optional<std::tuple<Tensor, Tensor>> hx = {});
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+};
+class GRUCell : public Module {
+ public:
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true);
+  Tensor forward(const Tensor& input, const Tensor& hx = {});
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
 };
 
 // Parameters held in a list ("0", "1", ...) or by name; each registered as
