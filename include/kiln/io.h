@@ -70,5 +70,10 @@ Tensor load_csv(const std::string& path, bool header = false, char delimiter = '
 // order); save_npy writes version 1.0, C order, atomically.
 Tensor load_npy(const std::string& path);
 void save_npy(const std::string& path, const Tensor& t);
+// NumPy's .npz (numpy.savez / savez_compressed): its arrays by name (the
+// members without ".npy"), stored or deflated; save_npz writes them stored,
+// or deflated when compress, atomically.
+std::map<std::string, Tensor> load_npz(const std::string& path);
+void save_npz(const std::string& path, const std::map<std::string, Tensor>& arrays, bool compress = false);
 
 }  // namespace kiln::io

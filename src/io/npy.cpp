@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "io/files.h"
+#include "io/npy_format.h"
 #include "kiln/error.h"
 #include "kiln/io.h"
 #include "kiln/ops.h"
@@ -31,9 +32,9 @@ const char* descr_of(DType t) {
 
 // The text after `key': ` in the header, up to the value's end: a quoted
 // string, a parenthesised tuple, or a bare word ending at ',' or '}'.
-std::string field(const std::string& header, const std::string& key, const std::string& path) {
+std::string field(const std::string& header, const std::string& key, const std::string& path, const char* op) {
   const size_t k = header.find("'" + key + "'");
-  check(k != std::string::npos, "load_npy", "'", path, "' has no '", key, "' in its header");
+  check(k != std::string::npos, op, "'", path, "' has no '", key, "' in its header");
   size_t v = header.find(':', k);
   if (v != std::string::npos) v = header.find_first_not_of(' ', v + 1);
   size_t end = std::string::npos;
@@ -45,15 +46,13 @@ std::string field(const std::string& header, const std::string& key, const std::
       end = header.find_first_of(",}", v);
     }
   }
-  check(end != std::string::npos && end > v, "load_npy", "'", path, "' has a malformed '", key, "' in its header");
+  check(end != std::string::npos && end > v, op, "'", path, "' has a malformed '", key, "' in its header");
   return header.substr(v, end - v);
 }
 
 }  // namespace
 
-Tensor load_npy(const std::string& path) {
-  const char* op = "load_npy";
-  const std::string bytes = read_file(path);
+Tensor npy_from_bytes(const std::string& bytes, const std::string& path, const char* op) {
   check(bytes.size() >= 10 && bytes.compare(0, 6, kMagic, 6) == 0, op, "'", path, "' is not a .npy file");
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   const int major = b[6];
@@ -66,7 +65,7 @@ Tensor load_npy(const std::string& path) {
   check(offset <= bytes.size(), op, "'", path, "' ends inside its header");
   const std::string header = bytes.substr(8 + len_bytes, header_len);
 
-  const std::string descr = field(header, "descr", path);
+  const std::string descr = field(header, "descr", path, op);
   DType dtype = kFloat32;
   bool known = false;
   for (DType t : {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat16, kFloat32, kFloat64})
@@ -76,9 +75,9 @@ Tensor load_npy(const std::string& path) {
     }
   check(known, op, "'", path, "' holds dtype ", descr, ", which kiln does not read (little-endian bool, integers "
         "and floats only)");
-  const std::string order = field(header, "fortran_order", path);
+  const std::string order = field(header, "fortran_order", path, op);
   check(order == "False" || order == "True", op, "'", path, "' has fortran_order ", order);
-  const std::string shape_text_field = field(header, "shape", path);
+  const std::string shape_text_field = field(header, "shape", path, op);
   check(shape_text_field.front() == '(' && shape_text_field.back() == ')', op, "'", path, "' has shape ",
         shape_text_field, ", not a tuple");
   Shape shape;
@@ -115,9 +114,9 @@ Tensor load_npy(const std::string& path) {
   return t;
 }
 
-void save_npy(const std::string& path, const Tensor& t) {
+std::string npy_bytes(const Tensor& t, const char* op) {
   const char* descr = descr_of(t.dtype());
-  check(descr != nullptr, "save_npy", "NumPy has no ", t.dtype(), ": convert the tensor first");
+  check(descr != nullptr, op, "NumPy has no ", t.dtype(), ": convert the tensor first");
   const Tensor c = t.contiguous();
   std::string shape = "(";
   for (int64_t d = 0; d < c.dim(); ++d) shape += std::to_string(c.size(d)) + (c.dim() == 1 ? ",)" : d + 1 < c.dim() ? ", " : ")");
@@ -130,11 +129,16 @@ void save_npy(const std::string& path, const Tensor& t) {
   out += static_cast<char>(header.size() & 0xff);
   out += static_cast<char>(header.size() >> 8);
   out += header;
+  out.append(static_cast<const char*>(c.raw_data()), static_cast<size_t>(c.numel()) * element_size(c.dtype()));
+  return out;
+}
+
+Tensor load_npy(const std::string& path) { return npy_from_bytes(read_file(path), path, "load_npy"); }
+
+void save_npy(const std::string& path, const Tensor& t) {
   const char* op = "save_npy";
-  detail::write_atomically(path, op, [&](int fd) {
-    detail::write_all(fd, out.data(), out.size(), path, op);
-    detail::write_all(fd, c.raw_data(), static_cast<size_t>(c.numel()) * element_size(c.dtype()), path, op);
-  });
+  const std::string bytes = npy_bytes(t, op);
+  detail::write_atomically(path, op, [&](int fd) { detail::write_all(fd, bytes.data(), bytes.size(), path, op); });
 }
 
 }  // namespace kiln::io

@@ -1,5 +1,6 @@
 // libFuzzer target: the readers of other tools' data files (load_idx, plain
-// or gzip; load_npy; load_csv) on the same bytes, every element touched.
+// or gzip; load_npy; load_csv; load_npz) on the same bytes, every element
+// touched.
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -11,6 +12,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       kiln::fuzz::touch({{"t", load(path)}});
     } catch (const kiln::Error&) {
     }
+  }
+  try {
+    kiln::fuzz::touch(kiln::io::load_npz(path));
+  } catch (const kiln::Error&) {
   }
   return 0;
 }

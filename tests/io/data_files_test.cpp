@@ -156,3 +156,69 @@ TEST(DataFiles, NpyRoundTripsEveryDtypeAndReadsFortranOrder) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+// Archives written by NumPy 2.4.6 (tests/io/fixtures; numpy.savez stores
+// members with zip64 extra fields, savez_compressed deflates them).
+TEST(DataFiles, NpzFromNumPyStoredAndDeflated) {
+  for (const char* file : {"numpy_savez.npz", "numpy_savez_compressed.npz"}) {
+    const auto arrays = io::load_npz(std::string(KILN_TEST_FIXTURES) + "/" + file);
+    ASSERT_EQ(arrays.size(), 5u) << file;
+    EXPECT_EQ(arrays.at("a").dtype(), kFloat32);
+    EXPECT_EQ(arrays.at("a").sizes(), (Shape{2, 3}));
+    EXPECT_EQ(values(arrays.at("a")), (std::vector<double>{-1.5, -0.5, 0.5, 1.5, 2.5, 3.5}));
+    EXPECT_EQ(arrays.at("b").dtype(), kInt64);  // Fortran order, read back in C order
+    EXPECT_EQ(values(arrays.at("b")), (std::vector<double>{1, -2, 7, 3, 4, -9}));
+    EXPECT_EQ(arrays.at("c").dtype(), kBool);
+    EXPECT_EQ(values(arrays.at("c")), (std::vector<double>{1, 0, 1}));
+    EXPECT_EQ(arrays.at("d").dim(), 0);
+    EXPECT_EQ(arrays.at("d").item<double>(), 3.25);
+    EXPECT_EQ(arrays.at("e").sizes(), (Shape{0, 4}));
+  }
+}
+
+TEST(DataFiles, NpzRoundTripsAndRefusesBadArchives) {
+  manual_seed(5701);
+  const std::map<std::string, Tensor> arrays = {{"weights", randn({3, 4})},
+                                                {"ids", randint(-5, 5, {7})},
+                                                {"strided", randn({4, 6}, kFloat64).t()},
+                                                {"half", randn({5}).to(kFloat16)}};
+  for (bool compress : {false, true}) {
+    io::save_npz(temp("r.npz"), arrays, compress);
+    const auto back = io::load_npz(temp("r.npz"));
+    ASSERT_EQ(back.size(), arrays.size());
+    for (const auto& [name, t] : arrays) {
+      EXPECT_EQ(back.at(name).dtype(), t.dtype()) << name;
+      EXPECT_EQ(back.at(name).sizes(), t.sizes()) << name;
+      EXPECT_EQ(values(back.at(name)), values(t)) << name;
+    }
+  }
+  // Compression shrinks a compressible array.
+  io::save_npz(temp("z0.npz"), {{"z", zeros({4096})}}, false);
+  io::save_npz(temp("z1.npz"), {{"z", zeros({4096})}}, true);
+  EXPECT_LT(io::read_file(temp("z1.npz")).size() * 10, io::read_file(temp("z0.npz")).size());
+  expect_error([] { io::save_npz(temp("x.npz"), {{"b", ones({2}, kBFloat16)}}); }, {"[save_npz]", "bfloat16"});
+  expect_error([] { io::save_npz(temp("x.npz"), {{"a/b", ones({2})}}); }, {"[save_npz]", "'a/b'"});
+  write_bytes(temp("bad.npz"), "PK\x03\x04 not really a zip");
+  expect_error([] { io::load_npz(temp("bad.npz")); }, {"[load_npz]", "bad.npz", "not a readable zip archive"});
+  // A member that is not .npy, and a damaged member (a byte of the
+  // deflated stream flipped: its CRC no longer matches).
+  std::string archive = io::read_file(temp("r.npz"));
+  const size_t at = archive.find("weights.npy");
+  ASSERT_NE(at, std::string::npos);
+  std::string renamed = archive;
+  for (size_t p = renamed.find("weights.npy"); p != std::string::npos; p = renamed.find("weights.npy", p + 1))
+    renamed.replace(p, 11, "weights.txt");
+  write_bytes(temp("renamed.npz"), renamed);
+  expect_error([] { io::load_npz(temp("renamed.npz")); }, {"[load_npz]", "weights.txt", "not a .npy member"});
+  io::save_npz(temp("one.npz"), {{"w", randn({64})}}, false);
+  std::string one = io::read_file(temp("one.npz"));
+  one[one.find("NUMPY") + 200] ^= 0x55;  // inside the stored data
+  write_bytes(temp("damaged.npz"), one);
+  expect_error([] { io::load_npz(temp("damaged.npz")); }, {"[load_npz]", "w.npy"});
+}
+
+}  // namespace
+}  // namespace kiln::test
