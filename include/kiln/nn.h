@@ -2,6 +2,7 @@
 // state_dict), the standard layers, init functions and losses.
 #pragma once
 #include <array>
+#include <concepts>
 #include <deque>
 #include <functional>
 #include <map>
@@ -107,18 +108,31 @@ class RemovableHandle {
 // Calling it runs forward between its hooks, as PyTorch's __call__: each
 // pre-hook may replace the input, each forward hook the output (by
 // returning a tensor; an undefined one leaves it), in registration order.
+// Full backward hooks, as PyTorch's register_full_backward_(pre_)hook, run
+// when the gradient passes the call: a backward pre-hook sees (and may
+// replace) the gradient of the output; a backward hook sees the gradient
+// of the input (undefined when the input needs none) beside the output's,
+// and may replace the input's.
 class UnaryModule : public Module {
  public:
   using ForwardPreHook = std::function<Tensor(Module&, const Tensor& input)>;
   using ForwardHook = std::function<Tensor(Module&, const Tensor& input, const Tensor& output)>;
+  using BackwardPreHook = std::function<Tensor(Module&, const Tensor& grad_output)>;
+  using BackwardHook = std::function<Tensor(Module&, const Tensor& grad_input, const Tensor& grad_output)>;
   virtual Tensor forward(const Tensor& x) = 0;
   Tensor operator()(const Tensor& x);
   RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
   RemovableHandle register_forward_hook(ForwardHook hook);
+  RemovableHandle register_full_backward_pre_hook(BackwardPreHook hook);
+  RemovableHandle register_full_backward_hook(BackwardHook hook);
 
  private:
+  // The call with its backward hooks attached (identity nodes around it).
+  Tensor call_with_backward_hooks(const Tensor& input);
   std::map<int64_t, ForwardPreHook> pre_hooks_;
   std::map<int64_t, ForwardHook> hooks_;
+  std::map<int64_t, BackwardPreHook> backward_pre_hooks_;
+  std::map<int64_t, BackwardHook> backward_hooks_;
   int64_t next_hook_ = 0;
 };
 
@@ -509,6 +523,47 @@ Tensor interpolate(const Tensor& input, std::optional<Shape> size = {},
 // 2-d inputs, or one pair of 1-d vectors).
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                              const std::string& reduction = "mean");
+
+// Value semantics for a module, as libtorch's ModuleHolder / TORCH_MODULE:
+// a shared handle (copies share the module) built with the module's own
+// constructor arguments, used through -> and called as the module is
+// (operator() when it has one, else forward). A holder converts to the
+// module's pointer, so register_module(name, holder) registers it.
+//   class NetImpl : public kiln::nn::Module { ... };
+//   KILN_MODULE(Net);   // Net n(args...); n->parameters(); n(x);
+template <class M>
+class ModuleHolder {
+ public:
+  template <class... Args>
+    requires std::constructible_from<M, Args...>
+  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<M>(std::forward<Args>(args)...)) {}
+  ModuleHolder(std::shared_ptr<M> module) : impl_(std::move(module)) {}
+  ModuleHolder(std::nullptr_t) {}  // empty, as libtorch's holders can be
+  M* operator->() const { return get(); }
+  M& operator*() const { return *get(); }
+  M* get() const {
+    check(impl_ != nullptr, "ModuleHolder", "the holder is empty (built from nullptr)");
+    return impl_.get();
+  }
+  operator M*() const { return get(); }
+  const std::shared_ptr<M>& ptr() const { return impl_; }
+  bool is_empty() const { return impl_ == nullptr; }
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    if constexpr (requires(M& m) { m(std::forward<Args>(args)...); })
+      return (*get())(std::forward<Args>(args)...);
+    else
+      return get()->forward(std::forward<Args>(args)...);
+  }
+
+ private:
+  std::shared_ptr<M> impl_;
+};
+#define KILN_MODULE(Name)                                        \
+  class Name : public ::kiln::nn::ModuleHolder<Name##Impl> {    \
+   public:                                                       \
+    using ::kiln::nn::ModuleHolder<Name##Impl>::ModuleHolder;    \
+  }
 
 namespace init {
 // In place, without recording history, as torch.nn.init.

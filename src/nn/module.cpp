@@ -5,6 +5,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/error.h"
+#include "kiln/autograd_function.h"
 #include "kiln/nn.h"
 
 namespace kiln::nn {
@@ -70,14 +71,90 @@ Module& Module::apply(const std::function<void(Module&)>& fn) {
 }
 
 Tensor UnaryModule::operator()(const Tensor& x) {
-  if (pre_hooks_.empty() && hooks_.empty()) return forward(x);
+  if (pre_hooks_.empty() && hooks_.empty() && backward_hooks_.empty() && backward_pre_hooks_.empty())
+    return forward(x);
   Tensor input = x;
   for (const auto& [id, hook] : std::map<int64_t, ForwardPreHook>(pre_hooks_))  // a hook may remove hooks
     if (Tensor replaced = hook(*this, input); replaced.defined()) input = replaced;
-  Tensor output = forward(input);
+  Tensor output = call_with_backward_hooks(input);
   for (const auto& [id, hook] : std::map<int64_t, ForwardHook>(hooks_))
     if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = replaced;
   return output;
+}
+
+namespace {
+
+// What the two identity nodes of one call share: the hooks as they were at
+// the call, and the output's gradient once the backward pass reaches it.
+struct BackwardHookState {
+  Module* module;
+  std::map<int64_t, UnaryModule::BackwardPreHook> pre_hooks;
+  std::map<int64_t, UnaryModule::BackwardHook> hooks;
+  bool input_needs_grad = false;
+  Tensor grad_output;
+
+  Tensor run_hooks(Tensor grad_input) const {
+    for (const auto& [id, hook] : hooks)
+      if (Tensor replaced = hook(*module, grad_input, grad_output); replaced.defined()) grad_input = replaced;
+    return grad_input;
+  }
+};
+
+std::shared_ptr<BackwardHookState> state_of(autograd::AutogradContext* ctx) {
+  return std::any_cast<std::shared_ptr<BackwardHookState>>(ctx->saved_data.at("state"));
+}
+
+// Around the output: its gradient passes the pre-hooks and is kept for the
+// hooks; when the input needs no gradient, the hooks run here (with an
+// undefined grad_input), as PyTorch runs them.
+struct OutputHookNode : autograd::Function<OutputHookNode> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& y, std::shared_ptr<BackwardHookState> st) {
+    ctx->saved_data["state"] = std::move(st);
+    return y.detach();
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
+    const auto st = state_of(ctx);
+    Tensor g = grads[0];
+    for (const auto& [id, hook] : st->pre_hooks)
+      if (Tensor replaced = hook(*st->module, g); replaced.defined()) g = replaced;
+    st->grad_output = g;
+    if (!st->input_needs_grad) st->run_hooks(Tensor());
+    return {g};
+  }
+};
+
+// Around the input: the gradient reaching it is grad_input.
+struct InputHookNode : autograd::Function<InputHookNode> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, std::shared_ptr<BackwardHookState> st) {
+    ctx->saved_data["state"] = std::move(st);
+    return x.detach();
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
+    return {state_of(ctx)->run_hooks(grads[0])};
+  }
+};
+
+}  // namespace
+
+Tensor UnaryModule::call_with_backward_hooks(const Tensor& input) {
+  if ((backward_hooks_.empty() && backward_pre_hooks_.empty()) || !is_grad_enabled()) return forward(input);
+  auto st = std::make_shared<BackwardHookState>(
+      BackwardHookState{this, backward_pre_hooks_, backward_hooks_, input.requires_grad(), Tensor()});
+  const Tensor x = st->input_needs_grad ? InputHookNode::apply(input, st) : input;
+  const Tensor y = forward(x);
+  return y.requires_grad() ? OutputHookNode::apply(y, st) : y;
+}
+
+RemovableHandle UnaryModule::register_full_backward_pre_hook(BackwardPreHook hook) {
+  const int64_t id = next_hook_++;
+  backward_pre_hooks_.emplace(id, std::move(hook));
+  return RemovableHandle([this, id] { backward_pre_hooks_.erase(id); });
+}
+
+RemovableHandle UnaryModule::register_full_backward_hook(BackwardHook hook) {
+  const int64_t id = next_hook_++;
+  backward_hooks_.emplace(id, std::move(hook));
+  return RemovableHandle([this, id] { backward_hooks_.erase(id); });
 }
 
 RemovableHandle UnaryModule::register_forward_pre_hook(ForwardPreHook hook) {

@@ -408,5 +408,75 @@ TEST(ModuleTree, ShapeLayersContainersAndParameterHolders) {
   expect_error([&] { dict.insert("scale", ones({1})); }, {"ParameterDict", "'scale'"});
 }
 
+TEST(ModuleTree, FullBackwardHooksSeeAndReplaceGradients) {
+  manual_seed(52);
+  nn::Linear lin(4, 3);
+  const Tensor x = randn({5, 4}).requires_grad_();
+  const Tensor w_out = randn({5, 3});
+  // Without hooks, for reference.
+  (lin(x) * w_out).sum().backward();
+  const Tensor plain_x_grad = x.grad().clone(), plain_w_grad = lin.weight.grad().clone();
+  x.set_grad({}), lin.zero_grad();
+  std::vector<std::string> log;
+  Tensor seen_grad_input, seen_grad_output;
+  auto pre = lin.register_full_backward_pre_hook([&](nn::Module&, const Tensor& g) {
+    log.push_back("pre");
+    return g * 2.0;  // the output's gradient doubled for everything below
+  });
+  auto hook = lin.register_full_backward_hook([&](nn::Module&, const Tensor& gi, const Tensor& go) {
+    log.push_back("hook");
+    seen_grad_input = gi, seen_grad_output = go;
+    return gi.defined() ? gi + 1.0 : Tensor();  // the input's gradient replaced
+  });
+  (lin(x) * w_out).sum().backward();
+  EXPECT_EQ(log, (std::vector<std::string>{"pre", "hook"}));
+  expect_close(seen_grad_output, values(w_out * 2.0), 0, 0, "grad_output after the pre-hook");
+  expect_close(seen_grad_input, values(plain_x_grad * 2.0), 1e-6, 1e-6, "grad_input");
+  expect_close(x.grad(), values(plain_x_grad * 2.0 + 1.0), 1e-6, 1e-6, "the replaced grad_input reaches x");
+  expect_close(lin.weight.grad(), values(plain_w_grad * 2.0), 1e-6, 1e-6, "parameters see the pre-hook's gradient");
+  // An input that needs no gradient: the hook still runs, grad_input undefined.
+  log.clear();
+  (lin(x.detach()) * w_out).sum().backward();
+  EXPECT_EQ(log, (std::vector<std::string>{"pre", "hook"}));
+  EXPECT_FALSE(seen_grad_input.defined());
+  // Removed: no more calls; under no_grad: none either.
+  pre.remove(), hook.remove();
+  log.clear();
+  (lin(x) * w_out).sum().backward();
+  EXPECT_TRUE(log.empty());
+}
+
+// A user module with value semantics through KILN_MODULE.
+class TinyNetImpl : public nn::UnaryModule {
+ public:
+  TinyNetImpl(int64_t in, int64_t out) : fc(in, out) { register_module("fc", &fc); }
+  Tensor forward(const Tensor& x) override { return relu(fc(x)); }
+  nn::Linear fc;
+};
+KILN_MODULE(TinyNet);
+
+class HoldsTinyNet : public nn::Module {
+ public:
+  HoldsTinyNet() { register_module("net", net); }
+  TinyNet net{3, 2};
+};
+
+TEST(ModuleTree, ModuleHolderHasValueSemantics) {
+  manual_seed(53);
+  TinyNet a(3, 2);
+  TinyNet b = a;  // shares the module
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(a->parameters().size(), 2u);
+  const Tensor x = randn({4, 3});
+  expect_close(a(x), values(relu(linear(x, a->fc.weight, a->fc.bias))), 0, 0, "called as the module");
+  HoldsTinyNet holder;
+  EXPECT_TRUE(holder.state_dict().count("net.fc.weight"));
+  nn::ModuleHolder<nn::MultiheadAttention> mha(4, 2);  // a module called through forward
+  EXPECT_EQ(std::get<0>(mha(randn({3, 1, 4}), randn({3, 1, 4}), randn({3, 1, 4}))).sizes(), (Shape{3, 1, 4}));
+  TinyNet empty(nullptr);
+  EXPECT_TRUE(empty.is_empty());
+  expect_error([&] { empty->parameters(); }, {"[ModuleHolder]", "empty"});
+}
+
 }  // namespace
 }  // namespace kiln::test
