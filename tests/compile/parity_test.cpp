@@ -520,5 +520,48 @@ TEST_F(Compile, ExplainGivesEachGraphsOpsGuardsAndCompileTime) {
   EXPECT_NE(e.to_string().find("ops: relu mul"), std::string::npos) << e.to_string();
 }
 
+// The toolbox's newer ops inside compiled programs: LAPACK decompositions,
+// ctc_loss, the recurrent and attention layers: values and gradients as eager.
+TEST_F(Compile, LinalgCtcAndRecurrentLayersGiveEagerValuesAndGradients) {
+  manual_seed(2460);
+  auto solver = [](const Tensor& a, const Tensor& b) {
+    const Tensor A = matmul(a, a.transpose(-1, -2)) + 3.0 * eye(4);
+    const auto [Q, R] = linalg::qr(a);
+    return linalg::solve(A, b).sum() + linalg::det(A).log().sum() + linalg::cholesky(A).sum() + R.abs().sum() +
+           linalg::svdvals(a).sum();
+  };
+  const Tensor lengths = tensor<int64_t>({6, 5}), target_lengths = tensor<int64_t>({2, 3});
+  const Tensor targets = tensor<int64_t>({1, 2, 0, 3, 1, 2}).reshape({2, 3});
+  auto ctc = [&](const Tensor& logits) { return nn::ctc_loss(log_softmax(logits, 2), targets, lengths, target_lengths); };
+  nn::LSTM lstm(3, 4);
+  nn::MultiheadAttention mha(4, 2);
+  auto layers = [&](const Tensor& x) {
+    const Tensor h = std::get<0>(lstm.forward(x));
+    return square(std::get<0>(mha.forward(h, h, h, {}, false))).mean();
+  };
+  for (const char* be : kBackends) {
+    const Tensor a = randn({2, 4, 4}).requires_grad_(), b = randn({2, 4, 3});
+    const Tensor eager = solver(a, b);
+    eager.backward();
+    const Tensor eager_grad = a.grad().clone();
+    a.set_grad({});
+    const Tensor compiled = compile(solver, backend(be))(a, b);
+    compiled.backward();
+    expect_same(compiled, eager, std::string(be) + " linalg", 1e-4);
+    expect_same(a.grad(), eager_grad, std::string(be) + " linalg gradient", 1e-3);
+    const Tensor logits = randn({6, 2, 4}).requires_grad_();
+    const Tensor e = ctc(logits);
+    e.backward();
+    const Tensor ctc_grad = logits.grad().clone();
+    logits.set_grad({});
+    const Tensor c = compile(ctc, backend(be))(logits);
+    c.backward();
+    expect_same(c, e, std::string(be) + " ctc_loss", 1e-5);
+    expect_same(logits.grad(), ctc_grad, std::string(be) + " ctc_loss gradient", 1e-5);
+    const Tensor x = randn({5, 2, 3});
+    expect_same(compile(layers, backend(be))(x), layers(x), std::string(be) + " LSTM + MultiheadAttention", 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::test
