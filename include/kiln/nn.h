@@ -393,17 +393,22 @@ class GRU : public RNNBase {
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});  // -> (output, h_n)
 };
 // One time step: (N, input_size) or (input_size) with its states.
-class LSTMCell : public Module {
+class RNNCellBase : public Module {
+ public:
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+
+ protected:
+  RNNCellBase(const char* name, int64_t gates, int64_t input_size, int64_t hidden_size, bool bias);
+};
+class LSTMCell : public RNNCellBase {
  public:
   LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true);
   std::tuple<Tensor, Tensor> forward(const Tensor& input, std::optional<std::tuple<Tensor, Tensor>> hx = {});
-  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
 };
-class GRUCell : public Module {
+class GRUCell : public RNNCellBase {
  public:
   GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true);
   Tensor forward(const Tensor& input, const Tensor& hx = {});
-  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
 };
 
 // Parameters held in a list ("0", "1", ...) or by name; each registered as

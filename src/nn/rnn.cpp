@@ -152,18 +152,20 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   return {out, hn};
 }
 
-LSTMCell::LSTMCell(int64_t in, int64_t hidden, bool bias) {
-  check_sizes("LSTMCell", in, hidden);
-  weight_ih = uniform_weight({4 * hidden, in}, hidden);
-  weight_hh = uniform_weight({4 * hidden, hidden}, hidden);
+RNNCellBase::RNNCellBase(const char* name, int64_t gates, int64_t in, int64_t hidden, bool bias) {
+  check_sizes(name, in, hidden);
+  weight_ih = uniform_weight({gates * hidden, in}, hidden);
+  weight_hh = uniform_weight({gates * hidden, hidden}, hidden);
   register_parameter("weight_ih", &weight_ih);
   register_parameter("weight_hh", &weight_hh);
   if (!bias) return;
-  bias_ih = uniform_weight({4 * hidden}, hidden);
-  bias_hh = uniform_weight({4 * hidden}, hidden);
+  bias_ih = uniform_weight({gates * hidden}, hidden);
+  bias_hh = uniform_weight({gates * hidden}, hidden);
   register_parameter("bias_ih", &bias_ih);
   register_parameter("bias_hh", &bias_hh);
 }
+
+LSTMCell::LSTMCell(int64_t in, int64_t hidden, bool bias) : RNNCellBase("LSTMCell", 4, in, hidden, bias) {}
 
 std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input, std::optional<std::tuple<Tensor, Tensor>> hx) {
   check_cell_input("LSTMCell", input, weight_ih.size(1));
@@ -174,18 +176,7 @@ std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input, std::optional<
   return {h1, c1};
 }
 
-GRUCell::GRUCell(int64_t in, int64_t hidden, bool bias) {
-  check_sizes("GRUCell", in, hidden);
-  weight_ih = uniform_weight({3 * hidden, in}, hidden);
-  weight_hh = uniform_weight({3 * hidden, hidden}, hidden);
-  register_parameter("weight_ih", &weight_ih);
-  register_parameter("weight_hh", &weight_hh);
-  if (!bias) return;
-  bias_ih = uniform_weight({3 * hidden}, hidden);
-  bias_hh = uniform_weight({3 * hidden}, hidden);
-  register_parameter("bias_ih", &bias_ih);
-  register_parameter("bias_hh", &bias_hh);
-}
+GRUCell::GRUCell(int64_t in, int64_t hidden, bool bias) : RNNCellBase("GRUCell", 3, in, hidden, bias) {}
 
 Tensor GRUCell::forward(const Tensor& input, const Tensor& hx) {
   check_cell_input("GRUCell", input, weight_ih.size(1));
