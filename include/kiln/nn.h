@@ -496,6 +496,31 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
               bool log_target = false);
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                            const std::string& reduction = "mean");
+// Convolutions as torch.nn.functional's: input (N, C, spatial...) or
+// unbatched (C, spatial...); weight (out, in / groups, kernel...) (for
+// the transposed ones (in, out / groups, kernel...)); stride, padding,
+// dilation (and output_padding) of one value or one per spatial dim;
+// padding may also be Padding::Same (output size = input size; stride 1)
+// or Padding::Valid (none), PyTorch's padding='same' / 'valid'.
+enum class Padding { Same, Valid };
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
+              Shape dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
+              Shape dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
+              Shape dilation = {1}, int64_t groups = 1);
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
 // Connectionist temporal classification: -log p(target | log_probs)
 // summed over every alignment. log_probs (T, N, C) (log_softmax outputs;
 // (T, C) unbatched), targets padded (N, S) or concatenated (the sum of

@@ -378,6 +378,24 @@ std::vector<Case> cases() {
   const Tensor ctc_in = tensor<int64_t>({5, 4}), ctc_tl = tensor<int64_t>({2, 1});
   c.push_back({"ctc_loss", {ctc_lp, ctc_targets, ctc_in, ctc_tl}, {{"reduction", std::string("sum")}},
                [=] { return one(nn::ctc_loss(ctc_lp, ctc_targets, ctc_in, ctc_tl, 0, "sum")); }});
+  const Tensor sig1 = randn({1, 2, 7}), k1 = randn({3, 2, 3}), img3 = randn({1, 2, 4, 5}), k2 = randn({4, 1, 3, 2});
+  const Tensor vol3 = randn({1, 1, 3, 4, 4}), k3 = randn({2, 1, 2, 2, 2}), kt = randn({2, 3, 2, 2});
+  c.push_back({"conv1d", {sig1, k1}, {{"stride", Shape{2}}}, [=] { return one(nn::conv1d(sig1, k1, {}, {2})); }});
+  c.push_back({"conv2d", {img3, k2, randn({4}).fill_(0.5)}, {{"padding", int64_t{1}}, {"groups", int64_t{2}}},
+               [=] { return one(nn::conv2d(img3, k2, full({4}, 0.5), {1}, {1}, {1}, 2)); }});
+  c.push_back({"conv3d", {vol3, k3}, {{"dilation", Shape{1, 2, 1}}}, [=] { return one(nn::conv3d(vol3, k3, {}, {1}, {0}, {1, 2, 1})); }});
+  c.push_back({"conv1d.padding", {sig1, k1}, {{"padding", std::string("same")}},
+               [=] { return one(nn::conv1d(sig1, k1, {}, {1}, nn::Padding::Same)); }});
+  c.push_back({"conv2d.padding", {img3, k2}, {{"padding", std::string("valid")}, {"groups", int64_t{2}}},
+               [=] { return one(nn::conv2d(img3, k2, {}, {1}, nn::Padding::Valid, {1}, 2)); }});
+  c.push_back({"conv3d.padding", {vol3, k3}, {{"padding", std::string("same")}},
+               [=] { return one(nn::conv3d(vol3, k3, {}, {1}, nn::Padding::Same)); }});
+  c.push_back({"conv_transpose1d", {sig1, k1.transpose(0, 1).contiguous()}, {{"stride", Shape{2}}},
+               [=] { return one(nn::conv_transpose1d(sig1, k1.transpose(0, 1).contiguous(), {}, {2})); }});
+  c.push_back({"conv_transpose2d.input", {img3, kt}, {{"stride", int64_t{2}}, {"output_padding", int64_t{1}}},
+               [=] { return one(nn::conv_transpose2d(img3, kt, {}, {2}, {0}, {1})); }});
+  c.push_back({"conv_transpose3d.input", {vol3, k3.transpose(0, 1)}, {{"padding", int64_t{1}}},
+               [=] { return one(nn::conv_transpose3d(vol3, k3.transpose(0, 1), {}, {1}, {1})); }});
   const Tensor pm1 = tensor<int64_t>({1, -1, 1});
   c.push_back({"cosine_embedding_loss", {m34, unit, pm1}, {{"margin", 0.1}},
                [=] { return one(nn::cosine_embedding_loss(m34, unit, pm1, 0.1)); }});
