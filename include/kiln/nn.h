@@ -282,6 +282,193 @@ class ModuleDict : public Module {
   std::map<std::string, size_t> index_;
 };
 
+// Convolutions as torch.nn.functional's: input (N, C, spatial...) or
+// unbatched (C, spatial...); weight (out, in / groups, kernel...) (for
+// the transposed ones (in, out / groups, kernel...)); stride, padding,
+// dilation (and output_padding) of one value or one per spatial dim;
+// padding may also be Padding::Same (output size = input size; stride 1)
+// or Padding::Valid (none), PyTorch's padding='same' / 'valid'.
+enum class Padding { Same, Valid };
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
+              Shape dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
+              Shape dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
+              Shape dilation = {1}, int64_t groups = 1);
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
+                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
+// Pooling as torch.nn.functional's over (N, C, spatial...) or unbatched
+// (C, spatial...): kernel_size, stride (empty: the kernel), padding and
+// dilation of one value or one per dim. The _with_indices forms also give
+// each maximum's flat index within its (N, C) plane (PyTorch's indices).
+// Adaptive pools split each dim of L into output_size bins
+// [floor(j L / out), ceil((j + 1) L / out)).
+Tensor max_pool1d(const Tensor& input, Shape kernel_size, Shape stride = {}, Shape padding = {0},
+                  Shape dilation = {1}, bool ceil_mode = false);
+Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride = {}, Shape padding = {0},
+                  Shape dilation = {1}, bool ceil_mode = false);
+Tensor max_pool3d(const Tensor& input, Shape kernel_size, Shape stride = {}, Shape padding = {0},
+                  Shape dilation = {1}, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, Shape kernel_size, Shape stride = {},
+                                                   Shape padding = {0}, Shape dilation = {1}, bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Shape kernel_size, Shape stride = {},
+                                                   Shape padding = {0}, Shape dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& input, Shape kernel_size, Shape stride = {}, Shape padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride = {}, Shape padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = {});
+Tensor avg_pool3d(const Tensor& input, Shape kernel_size, Shape stride = {}, Shape padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = {});
+Tensor adaptive_avg_pool1d(const Tensor& input, Shape output_size);
+Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size);
+std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, Shape output_size);  // values, indices
+// Normalisation as torch.nn.functional's. batch_norm: per channel of
+// (N, C, ...), over N and the spatial dims, batch statistics in training
+// (and the running ones updated: momentum, unbiased variance), the running
+// ones in evaluation; group_norm: per sample over each group of channels;
+// instance_norm: per sample and channel over the spatial dims.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = {}, const Tensor& bias = {}, bool training = false, double momentum = 0.1,
+                  double eps = 1e-5);
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+Tensor instance_norm(const Tensor& input, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+// Convolution layers as PyTorch's (weight (out, in / groups, kernel...),
+// bias (out); both U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in /
+// groups * kernel elements); padding_mode "zeros", "reflect", "replicate"
+// or "circular".
+struct ConvOptions {
+  Shape stride = {1}, padding = {0}, dilation = {1};
+  int64_t groups = 1;
+  bool bias = true;
+  std::string padding_mode = "zeros";
+};
+class ConvNd : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t in_channels, out_channels;
+  Shape kernel_size;
+  ConvOptions options;
+
+ protected:
+  ConvNd(const char* name, int64_t dims, int64_t in_channels, int64_t out_channels, Shape kernel_size,
+         ConvOptions options);
+  const char* name_;
+  int64_t dims_;
+};
+class Conv1d : public ConvNd {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, Shape kernel_size, ConvOptions options = {})
+      : ConvNd("Conv1d", 1, in_channels, out_channels, std::move(kernel_size), std::move(options)) {}
+};
+class Conv2d : public ConvNd {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, ConvOptions options = {})
+      : ConvNd("Conv2d", 2, in_channels, out_channels, std::move(kernel_size), std::move(options)) {}
+};
+class Conv3d : public ConvNd {
+ public:
+  Conv3d(int64_t in_channels, int64_t out_channels, Shape kernel_size, ConvOptions options = {})
+      : ConvNd("Conv3d", 3, in_channels, out_channels, std::move(kernel_size), std::move(options)) {}
+};
+// weight (in, out / groups, kernel...); fan_in as PyTorch computes it on
+// that weight: out / groups * kernel elements.
+struct ConvTransposeOptions {
+  Shape stride = {1}, padding = {0}, output_padding = {0};
+  int64_t groups = 1;
+  bool bias = true;
+  Shape dilation = {1};
+};
+class ConvTranspose2d : public UnaryModule {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, ConvTransposeOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  ConvTransposeOptions options;
+};
+class MaxPool2d : public UnaryModule {
+ public:
+  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0}, Shape dilation = {1},
+                     bool ceil_mode = false)
+      : kernel_size(std::move(kernel_size)), stride(std::move(stride)), padding(std::move(padding)),
+        dilation(std::move(dilation)), ceil_mode(ceil_mode) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode); }
+  Shape kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+class AvgPool2d : public UnaryModule {
+ public:
+  explicit AvgPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0}, bool ceil_mode = false,
+                     bool count_include_pad = true, std::optional<int64_t> divisor_override = {})
+      : kernel_size(std::move(kernel_size)), stride(std::move(stride)), padding(std::move(padding)),
+        ceil_mode(ceil_mode), count_include_pad(count_include_pad), divisor_override(divisor_override) {}
+  Tensor forward(const Tensor& x) override {
+    return avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+  Shape kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;
+};
+class AdaptiveAvgPool2d : public UnaryModule {
+ public:
+  explicit AdaptiveAvgPool2d(Shape output_size) : output_size(std::move(output_size)) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size); }
+  Shape output_size;
+};
+// BatchNorm1d ((N, C) or (N, C, L)) and BatchNorm2d ((N, C, H, W)):
+// weight ones, bias zeros; buffers running_mean, running_var and
+// num_batches_tracked (int64); momentum unset: a cumulative average.
+class BatchNormNd : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  int64_t num_features;
+  double eps;
+  std::optional<double> momentum;
+  bool track_running_stats;
+
+ protected:
+  BatchNormNd(const char* name, std::vector<int64_t> input_dims, int64_t num_features, double eps,
+              std::optional<double> momentum, bool affine, bool track_running_stats);
+  const char* name_;
+  std::vector<int64_t> input_dims_;
+};
+class BatchNorm1d : public BatchNormNd {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNormNd("BatchNorm1d", {2, 3}, num_features, eps, momentum, affine, track_running_stats) {}
+};
+class BatchNorm2d : public BatchNormNd {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNormNd("BatchNorm2d", {4}, num_features, eps, momentum, affine, track_running_stats) {}
+};
+class GroupNorm : public UnaryModule {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override { return group_norm(x, num_groups, weight, bias, eps); }
+  Tensor weight, bias;
+  int64_t num_groups;
+  double eps;
+};
+
 // torch.nn.MultiheadAttention (kdim = vdim = embed_dim). Inputs (L, N, E),
 // or (N, L, E) when batch_first, or unbatched (L, E). Masks as PyTorch's:
 // attn_mask (L, S) or (N * num_heads, L, S), key_padding_mask (N, S); a
@@ -496,31 +683,6 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
               bool log_target = false);
 Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                            const std::string& reduction = "mean");
-// Convolutions as torch.nn.functional's: input (N, C, spatial...) or
-// unbatched (C, spatial...); weight (out, in / groups, kernel...) (for
-// the transposed ones (in, out / groups, kernel...)); stride, padding,
-// dilation (and output_padding) of one value or one per spatial dim;
-// padding may also be Padding::Same (output size = input size; stride 1)
-// or Padding::Valid (none), PyTorch's padding='same' / 'valid'.
-enum class Padding { Same, Valid };
-Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
-              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
-              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
-Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
-              Shape padding = {0}, Shape dilation = {1}, int64_t groups = 1);
-Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
-              Shape dilation = {1}, int64_t groups = 1);
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
-              Shape dilation = {1}, int64_t groups = 1);
-Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Padding padding,
-              Shape dilation = {1}, int64_t groups = 1);
-Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
-                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
-Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
-                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
-Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1},
-                        Shape padding = {0}, Shape output_padding = {0}, int64_t groups = 1, Shape dilation = {1});
 // Connectionist temporal classification: -log p(target | log_probs)
 // summed over every alignment. log_probs (T, N, C) (log_softmax outputs;
 // (T, C) unbatched), targets padded (N, S) or concatenated (the sum of

@@ -13,55 +13,23 @@
 #include "kiln/error.h"
 #include "kiln/nn.h"
 #include "ops/boxing.h"
+#include "nn/spatial.h"
 #include "ops/op_util.h"
 
 namespace kiln::nn {
 namespace {
 
-// One value per spatial dim from 1 or d values (PyTorch's int-or-tuple).
-Shape per_dim(const char* op, const char* what, const Shape& v, int64_t d) {
-  check(static_cast<int64_t>(v.size()) == d || v.size() == 1, op, "expected ", what, " of 1 or ", d,
-        " values but got ", shape_text(v));
-  return v.size() == 1 ? Shape(static_cast<size_t>(d), v[0]) : v;
-}
-
-struct ConvInput {
-  Tensor x;          // batched: (N, C, spatial...)
-  bool unbatched;
-};
-
-ConvInput batched(const char* op, const Tensor& input, int64_t d) {
-  check(input.dim() == d + 2 || input.dim() == d + 1, op, "expected a ", d + 2, "-D (batched) or ", d + 1,
-        "-D (unbatched) input but got shape ", shape_text(input.sizes()));
-  check(is_floating(input.dtype()), op, "expected a floating point input but got ", input.dtype());
-  const bool unbatched = input.dim() == d + 1;
-  return {unbatched ? input.unsqueeze(0) : input, unbatched};
-}
-
-// The windows of x (N, C, spatial...) already padded: (N, C, out..., k...).
-Tensor windows(const Tensor& x, const Shape& kernel, const Shape& stride, const Shape& dilation) {
-  const int64_t d = static_cast<int64_t>(kernel.size());
-  Tensor w = x;
-  for (int64_t i = 0; i < d; ++i) {
-    const size_t k = static_cast<size_t>(i);
-    const int64_t span = dilation[k] * (kernel[k] - 1) + 1;
-    w = w.unfold(2 + i, span, stride[k]);  // appends the window dim
-    if (dilation[k] > 1) w = w.slice(-1, 0, std::nullopt, dilation[k]);
-  }
-  return w;
-}
-
 Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride,
                    Shape padding, Shape dilation, int64_t groups, int64_t d) {
-  const auto [x, unbatched] = batched(op, input, d);
+  const auto [x, unbatched] = spatial::batched(op, input, d);
   check(weight.dim() == d + 2, op, "expected a ", d + 2, "-D weight (out_channels, in_channels / groups, kernel...) ",
         "but got shape ", shape_text(weight.sizes()));
   check(weight.dtype() == x.dtype(), op, "expected input and weight of one dtype but got input ", x.dtype(),
         " and weight ", weight.dtype());
   if (bias.defined())
     check(bias.dtype() == x.dtype(), op, "expected a bias of the input's dtype ", x.dtype(), " but got ", bias.dtype());
-  stride = per_dim(op, "stride", stride, d), padding = per_dim(op, "padding", padding, d),
-  dilation = per_dim(op, "dilation", dilation, d);
+  stride = spatial::per_dim(op, "stride", stride, d), padding = spatial::per_dim(op, "padding", padding, d),
+  dilation = spatial::per_dim(op, "dilation", dilation, d);
   const int64_t N = x.size(0), C = x.size(1), O = weight.size(0);
   check(groups > 0 && C % groups == 0 && O % groups == 0, op, "expected in_channels (", C, ") and out_channels (", O,
         ") divisible by groups (", groups, ")");
@@ -82,7 +50,7 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
     pads.push_back(padding[k]), pads.push_back(padding[k]);
   }
   const Tensor padded = std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; }) ? x : pad(x, pads);
-  const Tensor w = windows(padded, kernel, stride, dilation);  // (N, C, out..., k...)
+  const Tensor w = spatial::windows(padded, kernel, stride, dilation);  // (N, C, out..., k...)
   Shape out_sizes(w.sizes().begin() + 2, w.sizes().begin() + 2 + d);
   const int64_t outputs = shape_numel(out_sizes), K = shape_numel(kernel), Cg = C / groups, Og = O / groups;
   // (N, G, Cg, out..., k...) -> (G, N, out..., Cg, k...) -> (G, N * outputs, Cg * K)
@@ -116,7 +84,7 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
 Tensor convolution_named_padding(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                                  Shape stride, Padding padding, Shape dilation, int64_t groups, int64_t d) {
   if (padding == Padding::Valid) return convolution(op, input, weight, bias, stride, {0}, dilation, groups, d);
-  stride = per_dim(op, "stride", stride, d), dilation = per_dim(op, "dilation", dilation, d);
+  stride = spatial::per_dim(op, "stride", stride, d), dilation = spatial::per_dim(op, "dilation", dilation, d);
   check(std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; }), op,
         "padding='same' is not supported for strided convolutions (stride ", shape_text(stride), ")");
   check(weight.dim() == d + 2, op, "expected a ", d + 2, "-D weight but got shape ", shape_text(weight.sizes()));
@@ -149,11 +117,11 @@ Tensor dilate_by_stride(const Tensor& x, const Shape& stride) {
 Tensor transposed_convolution(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
                               Shape stride, Shape padding, Shape output_padding, int64_t groups, Shape dilation,
                               int64_t d) {
-  const auto [x, unbatched] = batched(op, input, d);
+  const auto [x, unbatched] = spatial::batched(op, input, d);
   check(weight.dim() == d + 2, op, "expected a ", d + 2, "-D weight (in_channels, out_channels / groups, kernel...) ",
         "but got shape ", shape_text(weight.sizes()));
-  stride = per_dim(op, "stride", stride, d), padding = per_dim(op, "padding", padding, d),
-  output_padding = per_dim(op, "output_padding", output_padding, d), dilation = per_dim(op, "dilation", dilation, d);
+  stride = spatial::per_dim(op, "stride", stride, d), padding = spatial::per_dim(op, "padding", padding, d),
+  output_padding = spatial::per_dim(op, "output_padding", output_padding, d), dilation = spatial::per_dim(op, "dilation", dilation, d);
   const int64_t C = x.size(1);
   check(groups > 0 && weight.size(0) == C && C % groups == 0, op, "expected a weight of ", C,
         " input channels (the input's) divisible by groups (", groups, ") but got weight ",

@@ -396,6 +396,26 @@ std::vector<Case> cases() {
                [=] { return one(nn::conv_transpose2d(img3, kt, {}, {2}, {0}, {1})); }});
   c.push_back({"conv_transpose3d.input", {vol3, k3.transpose(0, 1)}, {{"padding", int64_t{1}}},
                [=] { return one(nn::conv_transpose3d(vol3, k3.transpose(0, 1), {}, {1}, {1})); }});
+  const Tensor pool_in = randn({1, 2, 6, 7}), ch2 = rand({2}) + 0.5;
+  c.push_back({"max_pool1d", {sig1, Shape{3}}, {{"stride", Shape{2}}}, [=] { return one(nn::max_pool1d(sig1, {3}, {2})); }});
+  c.push_back({"max_pool2d", {pool_in, Shape{3, 2}}, {{"padding", Shape{1}}, {"ceil_mode", true}},
+               [=] { return one(nn::max_pool2d(pool_in, {3, 2}, {}, {1}, {1}, true)); }});
+  c.push_back({"max_pool3d", {vol3, Shape{2}}, {}, [=] { return one(nn::max_pool3d(vol3, {2})); }});
+  c.push_back({"max_pool1d_with_indices", {sig1, Shape{2}}, {}, [=] { return two(nn::max_pool1d_with_indices(sig1, {2})); }});
+  c.push_back({"max_pool2d_with_indices", {pool_in, Shape{2}}, {{"dilation", Shape{2}}},
+               [=] { return two(nn::max_pool2d_with_indices(pool_in, {2}, {}, {0}, {2})); }});
+  c.push_back({"avg_pool1d", {sig1, Shape{2}}, {{"padding", Shape{1}}}, [=] { return one(nn::avg_pool1d(sig1, {2}, {}, {1})); }});
+  c.push_back({"avg_pool2d", {pool_in, Shape{3}}, {{"padding", Shape{1}}, {"count_include_pad", false}},
+               [=] { return one(nn::avg_pool2d(pool_in, {3}, {}, {1}, false, false)); }});
+  c.push_back({"avg_pool3d", {vol3, Shape{2}}, {{"divisor_override", int64_t{3}}},
+               [=] { return one(nn::avg_pool3d(vol3, {2}, {}, {0}, false, true, 3)); }});
+  c.push_back({"adaptive_avg_pool1d", {sig1, Shape{3}}, {}, [=] { return one(nn::adaptive_avg_pool1d(sig1, {3})); }});
+  c.push_back({"adaptive_avg_pool2d", {pool_in, Shape{4, 3}}, {}, [=] { return one(nn::adaptive_avg_pool2d(pool_in, {4, 3})); }});
+  c.push_back({"adaptive_max_pool2d", {pool_in, Shape{2}}, {}, [=] { return two(nn::adaptive_max_pool2d(pool_in, {2})); }});
+  c.push_back({"batch_norm", {pool_in, ch2, ch2 + 1.0, ch2, ch2}, {{"eps", 0.01}},
+               [=] { return one(nn::batch_norm(pool_in, ch2, ch2 + 1.0, ch2, ch2, false, 0.1, 0.01)); }});
+  c.push_back({"group_norm", {pool_in, int64_t{1}}, {{"weight", ch2}}, [=] { return one(nn::group_norm(pool_in, 1, ch2)); }});
+  c.push_back({"instance_norm", {pool_in}, {{"bias", ch2}}, [=] { return one(nn::instance_norm(pool_in, {}, {}, {}, ch2)); }});
   const Tensor pm1 = tensor<int64_t>({1, -1, 1});
   c.push_back({"cosine_embedding_loss", {m34, unit, pm1}, {{"margin", 0.1}},
                [=] { return one(nn::cosine_embedding_loss(m34, unit, pm1, 0.1)); }});
