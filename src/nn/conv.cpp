@@ -49,7 +49,22 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
           " padded by ", shape_text(padding), " is smaller than the (dilated) kernel ", shape_text(kernel));
     pads.push_back(padding[k]), pads.push_back(padding[k]);
   }
-  const Tensor padded = std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; }) ? x : pad(x, pads);
+  const bool unpadded = std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; });
+  const bool pointwise = unpadded && std::all_of(kernel.begin(), kernel.end(), [](int64_t k) { return k == 1; }) &&
+                         std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; });
+  if (pointwise) {  // a 1x1 convolution is one GEMM per image and group, no im2col
+    const int64_t Cg = C / groups, Og = O / groups;
+    Shape final_sizes = {N, O};
+    final_sizes.insert(final_sizes.end(), x.sizes().begin() + 2, x.sizes().end());
+    Tensor y = matmul(weight.reshape({1, groups, Og, Cg}), x.reshape({N, groups, Cg, -1})).reshape(final_sizes);
+    if (bias.defined()) {
+      Shape b(static_cast<size_t>(d + 2), 1);
+      b[1] = O;
+      y = y + bias.view(b);
+    }
+    return unbatched ? y.squeeze(0) : y;
+  }
+  const Tensor padded = unpadded ? x : pad(x, pads);
   const Tensor w = spatial::windows(padded, kernel, stride, dilation);  // (N, C, out..., k...)
   Shape out_sizes(w.sizes().begin() + 2, w.sizes().begin() + 2 + d);
   const int64_t outputs = shape_numel(out_sizes), K = shape_numel(kernel), Cg = C / groups, Og = O / groups;

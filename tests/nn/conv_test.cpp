@@ -76,7 +76,9 @@ const std::vector<ConvCase> kCases = {
     {{2, 3, 9, 8}, {5, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {{1, 4, 10, 7}, {4, 1, 3, 3}, {2, 1}, {1, 2}, {1, 2}, 4},  // depthwise
     {{2, 6, 7, 9}, {4, 3, 2, 3}, {2, 3}, {0, 1}, {2, 1}, 2},
-    {{3, 8, 5, 5}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},  // 1x1 projection
+    {{3, 8, 5, 5}, {16, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},  // 1x1 projection (one GEMM per image)
+    {{2, 6, 4, 3}, {9, 2, 1, 1}, {1, 1}, {0, 0}, {3, 2}, 3},   // 1x1, grouped, dilation irrelevant
+    {{2, 4, 7}, {4, 4, 1}, {2}, {0}, {1}, 1},                   // 1x1 strided: the im2col path
     {{1, 2, 5, 6, 4}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
 };
 
@@ -195,6 +197,13 @@ TEST(Conv, Gradients) {
   EXPECT_TRUE(check3([](const Tensor& a, const Tensor& k, const Tensor& c) {
     return nn::conv_transpose2d(a, k, c, {2, 2}, {1, 0}, {1, 0}, 2);
   }, randn({1, 4, 3, 3}, kFloat64).requires_grad_(), randn({4, 1, 3, 2}, kFloat64).requires_grad_(), randn({2}, kFloat64).requires_grad_()));
+  // 1x1 (its own GEMM path) with groups, and depthwise.
+  EXPECT_TRUE(check3([](const Tensor& a, const Tensor& k, const Tensor& c) { return nn::conv2d(a, k, c, {1}, {0}, {1}, 2); },
+                     randn({2, 4, 3, 2}, kFloat64).requires_grad_(), randn({6, 2, 1, 1}, kFloat64).requires_grad_(),
+                     randn({6}, kFloat64).requires_grad_()));
+  EXPECT_TRUE(check3([](const Tensor& a, const Tensor& k, const Tensor& c) { return nn::conv2d(a, k, c, {2}, {1}, {1}, 3); },
+                     randn({1, 3, 5, 4}, kFloat64).requires_grad_(), randn({3, 1, 3, 3}, kFloat64).requires_grad_(),
+                     randn({3}, kFloat64).requires_grad_()));
   EXPECT_TRUE(check3([](const Tensor& a, const Tensor& k, const Tensor& c) { return nn::conv3d(a, k, c, {1}, {1}); },
                      randn({1, 2, 3, 3, 3}, kFloat64).requires_grad_(), randn({2, 2, 2, 2, 2}, kFloat64).requires_grad_(),
                      randn({2}, kFloat64).requires_grad_()));
