@@ -59,11 +59,7 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
     Shape final_sizes = {N, O};
     final_sizes.insert(final_sizes.end(), x.sizes().begin() + 2, x.sizes().end());
     Tensor y = matmul(weight.reshape({1, groups, Og, Cg}), x.reshape({N, groups, Cg, -1})).reshape(final_sizes);
-    if (bias.defined()) {
-      Shape b(static_cast<size_t>(d + 2), 1);
-      b[1] = O;
-      y = y + bias.view(b);
-    }
+    if (bias.defined()) y = y + spatial::per_channel(bias, y);
     return unbatched ? y.squeeze(0) : y;
   }
   const Tensor padded = unpadded ? x : pad(x, pads);
@@ -73,8 +69,6 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
       const size_t k = static_cast<size_t>(i);
       out_sizes.push_back((padded.size(2 + i) - dilation[k] * (kernel[k] - 1) - 1) / stride[k] + 1);
     }
-    Shape per_channel(static_cast<size_t>(d + 2), 1);
-    per_channel[1] = C;
     const Tensor taps = weight.reshape({C, -1});
     Tensor y;
     for (int64_t t = 0; t < shape_numel(kernel); ++t) {
@@ -85,10 +79,10 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
         rest /= kernel[k];
         view = view.slice(2 + i, offset, offset + (out_sizes[k + 2] - 1) * stride[k] + 1, stride[k]);
       }
-      const Tensor term = view * taps.select(1, t).view(per_channel);
+      const Tensor term = view * spatial::per_channel(taps.select(1, t), padded);
       y = t == 0 ? term : y + term;
     }
-    if (bias.defined()) y = y + bias.view(per_channel);
+    if (bias.defined()) y = y + spatial::per_channel(bias, y);
     return unbatched ? y.squeeze(0) : y;
   }
   const Tensor w = spatial::windows(padded, kernel, stride, dilation);  // (N, C, out..., k...)
@@ -112,11 +106,7 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
   Shape final_sizes = {N, O};
   final_sizes.insert(final_sizes.end(), out_sizes.begin(), out_sizes.end());
   y = y.reshape(grouped).permute(back).reshape(final_sizes);  // (N, G, Og, out...) -> (N, O, out...)
-  if (bias.defined()) {
-    Shape b(static_cast<size_t>(d + 2), 1);
-    b[1] = O;
-    y = y + bias.view(b);
-  }
+  if (bias.defined()) y = y + spatial::per_channel(bias, y);
   return unbatched ? y.squeeze(0) : y;
 }
 

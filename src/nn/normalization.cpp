@@ -6,18 +6,14 @@
 #include "kiln/autograd.h"
 #include "kiln/error.h"
 #include "kiln/nn.h"
+#include "nn/spatial.h"
 #include "ops/boxing.h"
 #include "ops/op_util.h"
 
 namespace kiln::nn {
 namespace {
 
-// (1, C, 1, ...) for per-channel tensors beside x (N, C, ...).
-Tensor per_channel(const Tensor& t, const Tensor& x) {
-  Shape s(static_cast<size_t>(x.dim()), 1);
-  s[1] = t.numel();
-  return t.reshape(s);
-}
+using spatial::per_channel;
 
 void check_channels(const char* op, const Tensor& t, const char* what, int64_t C) {
   if (t.defined())

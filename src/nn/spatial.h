@@ -40,4 +40,12 @@ inline Tensor windows(const Tensor& x, const Shape& kernel, const Shape& stride,
   return w;
 }
 
+// t's C values as (1, C, 1, ...) beside x (N, C, ...): per-channel weights,
+// biases and statistics.
+inline Tensor per_channel(const Tensor& t, const Tensor& x) {
+  Shape s(static_cast<size_t>(x.dim()), 1);
+  s[1] = t.numel();
+  return t.reshape(s);
+}
+
 }  // namespace kiln::nn::spatial
