@@ -13,10 +13,11 @@ JOBS ?= $(shell nproc)
 # abigail-tools: abidiff, for the stable C ABI's check against its baseline;
 # libgloo-dev: the distributed backend across machines; iproute2: ip netns,
 # the two-node test's network namespaces; zlib1g-dev: gzip data files;
-# dataset-fashion-mnist: the MLP example's data (IDX files); libzip-dev: .npz archives.
+# dataset-fashion-mnist: the MLP example's data (IDX files); libzip-dev: .npz archives;
+# libdnnl-dev: oneDNN, the convolution kernels.
 PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
         nlohmann-json3-dev libgtest-dev dpkg-dev abigail-tools libgloo-dev iproute2 \
-        zlib1g-dev dataset-fashion-mnist libzip-dev
+        zlib1g-dev dataset-fashion-mnist libzip-dev libdnnl-dev
 # The demo trains on the text of Debian's fortune files.
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.

@@ -1,20 +1,22 @@
-// Convolutions (conv1d/2d/3d, conv_transpose1d/2d/3d) as im2col + GEMM in
+// Convolutions (conv1d/2d/3d, conv_transpose1d/2d/3d), by what measured
+// fastest (BENCHMARKS.md, kiln-bench-vision): a 1x1 stride-1 convolution is
+// one GEMM per image and group (oneDNN's reorders cost it 2.5x there);
+// any other float32 one is the convolution op (oneDNN, src/ops/
+// convolution.h). The rest (float64, zero sizes) is the reference path, in
 // ops: each spatial dim of the padded input becomes a window view
 // (Tensor::unfold, every dilation-th element of the window), the patches
 // are gathered into one (groups, N * outputs, C/groups * kernel) matrix
-// and multiplied by the weight as a batched matmul; a 1x1 stride-1
-// convolution is one GEMM per image (no im2col), a depthwise one (groups =
-// channels = outputs) a multiply-add pass per kernel tap. A transposed
+// and multiplied by the weight as a batched matmul. A transposed
 // convolution is the convolution of the stride-dilated input, padded by
 // dilation (k - 1) - padding (+ output_padding after), with the weight
-// flipped and its in/out channels swapped. Autograd and kiln::compile
-// come from those ops; a tuned kernel (oneDNN, direct) is still to come.
+// flipped and its in/out channels swapped.
 #include <numeric>
 #include <string>
 
 #include "kiln/error.h"
 #include "kiln/nn.h"
 #include "ops/boxing.h"
+#include "ops/spatial_ops.h"
 #include "nn/spatial.h"
 #include "ops/op_util.h"
 
@@ -62,29 +64,11 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
     if (bias.defined()) y = y + spatial::per_channel(bias, y);
     return unbatched ? y.squeeze(0) : y;
   }
-  const Tensor padded = unpadded ? x : pad(x, pads);
-  if (groups == C && O == C && d <= 3) {  // depthwise: one multiply-add pass per kernel tap, no GEMMs
-    Shape out_sizes = {N, C};
-    for (int64_t i = 0; i < d; ++i) {
-      const size_t k = static_cast<size_t>(i);
-      out_sizes.push_back((padded.size(2 + i) - dilation[k] * (kernel[k] - 1) - 1) / stride[k] + 1);
-    }
-    const Tensor taps = weight.reshape({C, -1});
-    Tensor y;
-    for (int64_t t = 0; t < shape_numel(kernel); ++t) {
-      Tensor view = padded;  // the input pixels tap t reads for every output: strided slices
-      for (int64_t i = d - 1, rest = t; i >= 0; --i) {
-        const size_t k = static_cast<size_t>(i);
-        const int64_t offset = (rest % kernel[k]) * dilation[k];
-        rest /= kernel[k];
-        view = view.slice(2 + i, offset, offset + (out_sizes[k + 2] - 1) * stride[k] + 1, stride[k]);
-      }
-      const Tensor term = view * spatial::per_channel(taps.select(1, t), padded);
-      y = t == 0 ? term : y + term;
-    }
-    if (bias.defined()) y = y + spatial::per_channel(bias, y);
+  if (ops::convolution_kernel_applies(x, weight)) {
+    const Tensor y = ops::convolution(x, weight, bias, stride, padding, dilation, groups);
     return unbatched ? y.squeeze(0) : y;
   }
+  const Tensor padded = unpadded ? x : pad(x, pads);
   const Tensor w = spatial::windows(padded, kernel, stride, dilation);  // (N, C, out..., k...)
   Shape out_sizes(w.sizes().begin() + 2, w.sizes().begin() + 2 + d);
   const int64_t outputs = shape_numel(out_sizes), K = shape_numel(kernel), Cg = C / groups, Og = O / groups;

@@ -1,5 +1,6 @@
-// batch_norm, group_norm and instance_norm as torch.nn.functional's, in ops
-// (autograd and kiln::compile come with them). Statistics are biased
+// batch_norm, group_norm and instance_norm as torch.nn.functional's:
+// batch_norm's training step through its op and kernel (statistics,
+// normalisation and affine in one pass each way), the rest in ops. Statistics are biased
 // (divided by n) for normalising; the running variance takes the unbiased
 // one, as PyTorch's. Running statistics are updated in place without
 // history.
@@ -9,6 +10,7 @@
 #include "nn/spatial.h"
 #include "ops/boxing.h"
 #include "ops/op_util.h"
+#include "ops/spatial_ops.h"
 
 namespace kiln::nn {
 namespace {
@@ -43,24 +45,26 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const int64_t C = x.size(1);
   check_channels(op, running_mean, "running_mean", C), check_channels(op, running_var, "running_var", C);
   check_channels(op, weight, "weight", C), check_channels(op, bias, "bias", C);
-  Shape dims = {0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mean, variance;
   if (training) {
     const int64_t n = x.numel() / std::max<int64_t>(C, 1);
     check(n > 1, op, "expected more than 1 value per channel when training, got input of shape ",
           shape_text(x.sizes()));
-    mean = x.mean(dims);
-    variance = var(x, dims, 0);
-    update_running(running_mean, mean, momentum);
-    update_running(running_var, variance * (static_cast<double>(n) / static_cast<double>(n - 1)), momentum);
-  } else {
-    check(running_mean.defined() && running_var.defined(), op,
-          "expected running_mean and running_var in evaluation (training=false)");
-    mean = running_mean.to(x.dtype()), variance = running_var.to(x.dtype());
+    // The kernel runs float32 and float64; 16-bit floats go through float32.
+    const DType t = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+    auto as_t = [t](const Tensor& v) { return v.defined() ? v.to(t) : v; };
+    auto [y, batch_mean, batch_var] = ops::batch_norm_training(as_t(x), as_t(weight), as_t(bias), eps);
+    update_running(running_mean, batch_mean, momentum);
+    update_running(running_var, batch_var * (static_cast<double>(n) / static_cast<double>(n - 1)), momentum);
+    return y.to(x.dtype());
   }
-  const Tensor y = (x - per_channel(mean, x)) * rsqrt(per_channel(variance, x) + eps);
-  return affine(y, x, weight, bias);
+  check(running_mean.defined() && running_var.defined(), op,
+        "expected running_mean and running_var in evaluation (training=false)");
+  // Evaluation: one per-channel scale and shift.
+  Tensor scale = rsqrt(running_var.to(x.dtype()) + eps);
+  if (weight.defined()) scale = scale * weight;
+  Tensor shift = -running_mean.to(x.dtype()) * scale;
+  if (bias.defined()) shift = shift + bias;
+  return x * per_channel(scale, x) + per_channel(shift, x);
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

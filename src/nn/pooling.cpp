@@ -1,6 +1,6 @@
-// Pooling as torch.nn.functional's, in ops over window views (the same
-// views as the convolutions): max_pool1d/2d/3d (with the flat input index
-// of each maximum), avg_pool1d/2d/3d (count_include_pad, divisor_override),
+// Pooling as torch.nn.functional's: max_pool1d/2d/3d (with the flat input
+// index of each maximum) through the max_pool op and its kernel; in ops
+// over window views (the same views as the convolutions): avg_pool1d/2d/3d (count_include_pad, divisor_override),
 // adaptive_avg_pool1d/2d (one averaging matrix per dim: the bins are
 // products of per-dim ranges), adaptive_max_pool2d (one window per output
 // cell). Autograd and kiln::compile come from those ops.
@@ -12,6 +12,7 @@
 #include "nn/spatial.h"
 #include "ops/boxing.h"
 #include "ops/op_util.h"
+#include "ops/spatial_ops.h"
 
 namespace kiln::nn {
 namespace {
@@ -66,21 +67,10 @@ std::tuple<Tensor, Tensor> max_pool(const char* op, const Tensor& input, int64_t
                                     Shape padding, Shape dilation, bool ceil_mode) {
   const auto [x, unbatched] = spatial::batched(op, input, d);
   const PoolGeometry g = geometry(op, x, d, kernel, stride, padding, dilation, ceil_mode);
-  const auto [values, arg] = max(flat_windows(x, g, -std::numeric_limits<double>::infinity()), -1);
-  // The flat input index of each maximum: its window offset taken apart per
-  // dim, placed at out * stride - padding + offset * dilation.
-  Tensor rest = arg, flat = zeros_like(arg);
-  std::vector<Tensor> coordinate(static_cast<size_t>(d));
-  for (int64_t i = d - 1; i >= 0; --i) {
-    const size_t k = static_cast<size_t>(i);
-    const Tensor offset = remainder(rest, scalar_tensor(g.kernel[k], kInt64));
-    rest = floor_divide(rest, scalar_tensor(g.kernel[k], kInt64));
-    Shape along(static_cast<size_t>(d + 2), 1);
-    along[k + 2] = g.out[k];
-    const Tensor start = (arange(g.out[k]) * g.stride[k] - g.padding[k]).reshape(along);
-    coordinate[k] = start + offset * g.dilation[k];
-  }
-  for (int64_t i = 0; i < d; ++i) flat = flat * x.size(2 + i) + coordinate[static_cast<size_t>(i)];
+  // The kernel runs float32 and float64; 16-bit floats go through float32.
+  const bool widened = x.dtype() != kFloat32 && x.dtype() != kFloat64;
+  auto [values, flat] = ops::max_pool(widened ? x.to(kFloat32) : x, g.kernel, g.stride, g.padding, g.dilation, g.out);
+  if (widened) values = values.to(x.dtype());
   if (unbatched) return {values.squeeze(0), flat.squeeze(0)};
   return {values, flat};
 }

@@ -45,6 +45,13 @@ void run_every_op() {
     const Tensor lp = randn({4, 1, 3}).requires_grad_();
     nn::ctc_loss(lp, tensor<int64_t>({1, 2}).reshape({1, 2}), tensor<int64_t>({4}), tensor<int64_t>({2})).backward();
   }
+  {  // the spatial ops with kernels (convolution, max_pool, batch_norm) and their backwards
+    const Tensor img = randn({2, 3, 6, 6}).requires_grad_(), w = randn({4, 3, 3, 3}).requires_grad_();
+    nn::batch_norm(nn::max_pool2d(nn::conv2d(img, w, randn({4}).requires_grad_()), {2}), {}, {}, ones({4}).requires_grad_(),
+                   zeros({4}).requires_grad_(), true)
+        .sum()
+        .backward();
+  }
   {  // linalg's LAPACK ops
     const Tensor a = randn({3, 3}) + 3 * eye(3), s = matmul(a, a.t());
     linalg::inv(a), linalg::solve(a, y.narrow(0, 0, 3)), linalg::det(a), linalg::slogdet(a), linalg::cholesky(s);

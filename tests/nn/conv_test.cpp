@@ -5,6 +5,7 @@
 // transposed convolutions against their definition (each input pixel
 // scatters the kernel into the output); gradcheck; errors.
 #include <functional>
+#include <limits>
 
 #include "kiln/call_op.h"
 #include "test_util.h"
@@ -207,6 +208,49 @@ TEST(Conv, Gradients) {
   EXPECT_TRUE(check3([](const Tensor& a, const Tensor& k, const Tensor& c) { return nn::conv3d(a, k, c, {1}, {1}); },
                      randn({1, 2, 3, 3, 3}, kFloat64).requires_grad_(), randn({2, 2, 2, 2, 2}, kFloat64).requires_grad_(),
                      randn({2}, kFloat64).requires_grad_()));
+}
+
+// The float32 kernel (oneDNN) against the float64 reference path (the
+// im2col composite, itself checked above): forward and the three
+// gradients on every case and input layout, including an input gradient
+// that is not asked for.
+TEST(Conv, Float32KernelGradientsMatchTheFloat64Path) {
+  manual_seed(5805);
+  for (const ConvCase& c : kCases)
+    for (Layout layout : all_layouts()) {
+      const Tensor x64 = make_input(c.input, layout, kFloat64), w64 = randn(c.weight, kFloat64);
+      const Tensor b64 = randn({c.weight[0]}, kFloat64);
+      const std::string what = shape_str(c.input) + " * " + shape_str(c.weight) + " " + layout_name(layout);
+      Shape out = conv_nd(x64, w64, b64, c).sizes();
+      const Tensor gy = randn(out, kFloat64);
+      for (bool input_grad : {true, false}) {
+        std::vector<Tensor> grads[2];
+        for (DType dt : {kFloat64, kFloat32}) {
+          const Tensor x = x64.to(dt).detach().requires_grad_(input_grad), w = w64.to(dt).detach().requires_grad_();
+          const Tensor b = b64.to(dt).detach().requires_grad_();
+          (conv_nd(x, w, b, c) * gy.to(dt)).sum().backward();
+          grads[dt == kFloat32] = {input_grad ? x.grad() : Tensor(), w.grad(), b.grad()};
+        }
+        for (size_t i = input_grad ? 0 : 1; i < 3; ++i)
+          expect_close(grads[1][i], values(grads[0][i]), 2e-4, 2e-4, what + " gradient " + std::to_string(i));
+      }
+    }
+}
+
+// Special values through the kernel: +-0, inf and NaN in the input give
+// the reference path's infinities and NaNs where it has them.
+TEST(Conv, Float32KernelSpecialValues) {
+  manual_seed(5806);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const ConvCase& c : kCases) {
+    Tensor x = randn(c.input, kFloat64);
+    const Tensor flat = x.view({-1});
+    const double special[] = {0.0, -0.0, inf, -inf, nan};
+    for (int64_t i = 0; i < flat.numel(); i += 11) flat.narrow(0, i, 1).fill_(special[(i / 11) % 5]);
+    const Tensor w = randn(c.weight, kFloat64), b = randn({c.weight[0]}, kFloat64);
+    expect_close(conv_nd(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), c), values(conv_nd(x, w, b, c)), 1e-4, 1e-4,
+                 shape_str(c.input) + " with special values");
+  }
 }
 
 TEST(Conv, Errors) {

@@ -94,6 +94,41 @@ TEST(Normalization, GroupAndInstanceNorm) {
       {randn({4, 6, 3}, kFloat64).requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()}));
 }
 
+// batch_norm's training kernel: float32 against float64 (forward and every
+// gradient, odd sizes, 2-D to 5-D inputs, with and without the affine
+// step, the input's gradient asked for or not), gradcheck without weight
+// or bias, a zero-size batch of spatial size 0 rejected as PyTorch does.
+TEST(Normalization, BatchNormKernelFloat32AndGradients) {
+  manual_seed(6004);
+  for (const Shape& shape : std::vector<Shape>{{5, 3}, {3, 4, 7}, {2, 5, 3, 3}, {2, 2, 3, 1, 2}})
+    for (bool affine : {true, false})
+      for (bool input_grad : {true, false}) {
+        if (!affine && !input_grad) continue;  // nothing to differentiate
+        const Tensor x64 = randn(shape, kFloat64) * 3 + 1, w64 = randn({shape[1]}, kFloat64), b64 = randn({shape[1]}, kFloat64);
+        const Tensor gy = randn(shape, kFloat64);
+        std::vector<Tensor> got[2];
+        for (DType dt : {kFloat64, kFloat32}) {
+          const Tensor x = x64.to(dt).detach().requires_grad_(input_grad);
+          const Tensor w = affine ? w64.to(dt).detach().requires_grad_() : Tensor(), b = affine ? b64.to(dt).detach().requires_grad_() : Tensor();
+          const Tensor y = nn::batch_norm(x, {}, {}, w, b, true);
+          (y * gy.to(dt)).sum().backward();
+          got[dt == kFloat32] = {y, input_grad ? x.grad() : Tensor(), affine ? w.grad() : Tensor(), affine ? b.grad() : Tensor()};
+        }
+        const std::string what = shape_str(shape) + (affine ? " affine" : "") + (input_grad ? " input grad" : "");
+        for (size_t i = 0; i < 4; ++i)
+          if (got[0][i].defined()) expect_close(got[1][i], values(got[0][i]), 1e-4, 1e-4, what + " output " + std::to_string(i));
+      }
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{nn::batch_norm(in[0], {}, {}, {}, {}, true)}; },
+      {randn({3, 2, 2, 3}, kFloat64).requires_grad_()}));
+  // The weight alone (no bias), through a non-contiguous input.
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{nn::batch_norm(in[0].transpose(0, 2), {}, {}, in[1], {}, true)};
+      },
+      {randn({3, 2, 4}, kFloat64).requires_grad_(), randn({2}, kFloat64).requires_grad_()}));
+}
+
 TEST(Normalization, ModulesHavePyTorchsNamesAndBehaviour) {
   manual_seed(6003);
   nn::Conv2d conv(4, 8, {3}, {.stride = {2}, .padding = {1}, .groups = 2});

@@ -135,6 +135,23 @@ TEST(Pooling, Gradients) {
   EXPECT_TRUE(check(x, [](const Tensor& t) { return nn::avg_pool2d(t, {3}, {2}, {1}, true, false); }));
   EXPECT_TRUE(check(x, [](const Tensor& t) { return nn::adaptive_avg_pool2d(t, {2, 4}); }));
   EXPECT_TRUE(check(x, [](const Tensor& t) { return std::get<0>(nn::adaptive_max_pool2d(t, {3, 2})); }));
+  // The max_pool kernel: 1-D and 3-D, and twice differentiable (its
+  // backward's derivative gathers at the same indices).
+  EXPECT_TRUE(check(randn({2, 3, 9}, kFloat64).requires_grad_(), [](const Tensor& t) { return nn::max_pool1d(t, {3}, {2}, {1}); }));
+  EXPECT_TRUE(check(randn({1, 2, 4, 5, 3}, kFloat64).requires_grad_(),
+                    [](const Tensor& t) { return nn::max_pool3d(t, {2, 3, 2}, {1, 2, 1}, {1, 1, 0}); }));
+  EXPECT_TRUE(autograd::gradgradcheck(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{nn::max_pool2d(in[0], {2, 3}, {1, 2}, {1, 1}) * in[0].sum()}; },
+      {randn({1, 2, 4, 5}, kFloat64).requires_grad_()}));
+  // float32 gradients equal float64's (the indices pick the same elements).
+  const Tensor x64 = randn({2, 3, 7, 8}, kFloat64), gy = randn({2, 3, 4, 4}, kFloat64);
+  std::vector<Tensor> grads;
+  for (DType dt : {kFloat64, kFloat32}) {
+    const Tensor xi = x64.to(dt).detach().requires_grad_();
+    (nn::max_pool2d(xi, {3}, {2}, {1}) * gy.to(dt)).sum().backward();
+    grads.push_back(xi.grad());
+  }
+  expect_close(grads[1], values(grads[0]), 1e-6, 1e-6, "float32 max_pool gradient");
 }
 
 TEST(Pooling, Errors) {

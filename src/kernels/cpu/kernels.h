@@ -42,6 +42,14 @@ void linalg_svd_kernel(const OpCall& c);                         // -> [U], S, [
 void ctc_loss_kernel(const OpCall& c);           // log_probs, targets, lengths; attrs: blank, zero_infinity
 void ctc_loss_backward_kernel(const OpCall& c);  // grad, then the forward's inputs
 
+void convolution_kernel(const OpCall& c);           // x, w, [b]; attrs: stride, padding, dilation, groups, has_bias
+void convolution_backward_kernel(const OpCall& c);  // grad, x, w -> grad x, w, b (those asked for)
+
+void max_pool_kernel(const OpCall& c);           // attrs: kernel, stride, padding, dilation, out -> values, indices
+void max_pool_backward_kernel(const OpCall& c);  // grad, indices; attrs: input (sizes)
+void batch_norm_training_kernel(const OpCall& c);  // x, [w], [b]; attrs: eps, has_weight, has_bias -> y, mean, var
+void batch_norm_backward_kernel(const OpCall& c);  // grad, x, [w], mean, var -> grad x, w, b (those asked for)
+
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log
 void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/lapack.h"
 #include "kiln/error.h"
 
@@ -60,16 +61,6 @@ std::string batch_element(const Tensor& t, int64_t b) {
   return t.dim() > 2 ? "(batch element " + std::to_string(b) + ") " : std::string();
 }
 
-template <class F>
-void visit_float(DType dt, const char* op, F f) {
-  if (dt == kFloat32)
-    f(float{});
-  else if (dt == kFloat64)
-    f(double{});
-  else
-    fail(op, "expected a float32 or float64 tensor but got ", dt);
-}
-
 // LAPACK's answer to a workspace query (lwork = -1) as a size.
 template <class T>
 int workspace(T answer) {
@@ -86,7 +77,7 @@ void check_finite(const std::vector<T>& m, const char* op, const Tensor& t, int6
 }
 
 void fill_identity_columns(const Tensor& out, int64_t b) {
-  visit_float(out.dtype(), "linalg", [&](auto tag) {
+  visit_f32_f64(out.dtype(), "linalg", [&](auto tag) {
     using T = decltype(tag);
     const int64_t rows = out.size(-2), cols = out.size(-1);
     T* o = out.data_ptr<T>() + b * rows * cols;
@@ -109,7 +100,7 @@ int lu_factor(std::vector<T>& m, int n, std::vector<int>& ipiv) {
 void linalg_inv_kernel(const OpCall& c) {
   const Tensor& A = c.inputs[0];
   const Tensor& out = c.outputs[0];
-  visit_float(A.dtype(), "linalg.inv", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.inv", [&](auto tag) {
     using T = decltype(tag);
     const int n = static_cast<int>(A.size(-1));
     if (n == 0) return;
@@ -136,7 +127,7 @@ void linalg_solve_kernel(const OpCall& c) {
   const Tensor& A = c.inputs[0];
   const Tensor& B = c.inputs[1];
   const Tensor& out = c.outputs[0];
-  visit_float(A.dtype(), "linalg.solve", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.solve", [&](auto tag) {
     using T = decltype(tag);
     const int n = static_cast<int>(A.size(-1)), k = static_cast<int>(B.size(-1));
     if (n == 0 || k == 0) return;
@@ -157,7 +148,7 @@ void linalg_solve_kernel(const OpCall& c) {
 void linalg_det_kernel(const OpCall& c) {
   const Tensor& A = c.inputs[0];
   const bool log = c.outputs.size() == 2;  // slogdet: sign and log|det|
-  visit_float(A.dtype(), "linalg.det", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.det", [&](auto tag) {
     using T = decltype(tag);
     const int n = static_cast<int>(A.size(-1));
     std::vector<int> ipiv(static_cast<size_t>(std::max(n, 1)));
@@ -190,7 +181,7 @@ void linalg_cholesky_kernel(const OpCall& c) {
   const Tensor& A = c.inputs[0];
   const Tensor& out = c.outputs[0];
   const bool upper = c.attrs.get_bool("upper");
-  visit_float(A.dtype(), "linalg.cholesky", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.cholesky", [&](auto tag) {
     using T = decltype(tag);
     const int n = static_cast<int>(A.size(-1));
     if (n == 0) return;
@@ -214,7 +205,7 @@ void linalg_qr_kernel(const OpCall& c) {
   const Tensor& Q = c.outputs[0];
   const Tensor& R = c.outputs[1];
   const bool want_q = Q.dim() == A.dim();
-  visit_float(A.dtype(), "linalg.qr", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.qr", [&](auto tag) {
     using T = decltype(tag);
     const int m = static_cast<int>(A.size(-2)), n = static_cast<int>(A.size(-1)), k = std::min(m, n);
     const int64_t r_rows = R.size(-2), q_cols = want_q ? Q.size(-1) : 0;
@@ -258,7 +249,7 @@ void linalg_eigh_kernel(const OpCall& c) {
   const Tensor& V = c.outputs[1];
   const bool vectors = V.dim() == A.dim();
   const char uplo = c.attrs.get_string("UPLO")[0];
-  visit_float(A.dtype(), "linalg.eigh", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.eigh", [&](auto tag) {
     using T = decltype(tag);
     const int n = static_cast<int>(A.size(-1));
     if (n == 0) return;
@@ -294,7 +285,7 @@ void linalg_svd_kernel(const OpCall& c) {
   const Tensor& S = c.outputs[1];
   const Tensor& Vh = c.outputs[2];
   const bool vectors = U.dim() == A.dim();
-  visit_float(A.dtype(), "linalg.svd", [&](auto tag) {
+  visit_f32_f64(A.dtype(), "linalg.svd", [&](auto tag) {
     using T = decltype(tag);
     const int m = static_cast<int>(A.size(-2)), n = static_cast<int>(A.size(-1)), k = std::min(m, n);
     const int u_cols = vectors ? static_cast<int>(U.size(-1)) : 1, vh_rows = vectors ? static_cast<int>(Vh.size(-2)) : 1;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kiln/error.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"
 
@@ -23,6 +24,17 @@ using acc_t = std::conditional_t<std::is_floating_point_v<T> || is_16bit_float<T
 
 // Elements per task: below ~32K a thread hand-off costs more than it saves.
 inline constexpr int64_t kGrain = 32768;
+
+// f(float{}) or f(double{}) for a float32 / float64 dtype; any other is op's error.
+template <class F>
+void visit_f32_f64(DType dt, const char* op, F&& f) {
+  if (dt == kFloat32)
+    f(float{});
+  else if (dt == kFloat64)
+    f(double{});
+  else
+    fail(op, "expected a float32 or float64 tensor but got ", dt);
+}
 
 template <int N>
 struct LoopPlan {

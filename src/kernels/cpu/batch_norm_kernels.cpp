@@ -1,0 +1,115 @@
+// batch_norm in training: per channel, the mean and the biased variance of
+// its N x spatial values (two passes, summed in double whatever the dtype),
+// then y = x scale + shift; the backward from the two per-channel sums
+// sum(dy) and sum(dy (x - mean)). Channels are split over the thread pool;
+// each reads its N contiguous planes.
+#include <cmath>
+
+#include "kernels/cpu/kernel_tensors.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+namespace {
+
+struct Planes {
+  int64_t N, C, HW;
+  int64_t at(int64_t n, int64_t c) const { return (n * C + c) * HW; }  // the first element of plane (n, c)
+  double count() const { return static_cast<double>(N * HW); }
+};
+
+Planes planes(const Tensor& x) {
+  const int64_t N = x.size(0), C = x.size(1);
+  return {N, C, N * C > 0 ? x.numel() / (N * C) : 0};
+}
+
+int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, p.N * p.HW)); }
+
+template <class T>
+T value_or(const Tensor& t, bool has, int64_t c, T fallback) {
+  return has ? t.data_ptr<T>()[c] : fallback;
+}
+
+}  // namespace
+
+void batch_norm_training_kernel(const OpCall& c) {
+  const Tensor x = contiguous(c.inputs[0]);
+  const bool has_w = c.attrs.get_bool("has_weight"), has_b = c.attrs.get_bool("has_bias");
+  const Tensor w = has_w ? contiguous(c.inputs[1]) : Tensor(), b = has_b ? contiguous(c.inputs[has_w ? 2 : 1]) : Tensor();
+  const double eps = c.attrs.get_double("eps");
+  const Planes p = planes(x);
+  visit_f32_f64(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data_ptr<T>();
+    T *yp = c.outputs[0].data_ptr<T>(), *mean_out = c.outputs[1].data_ptr<T>(), *var_out = c.outputs[2].data_ptr<T>();
+    parallel_for(0, p.C, channel_grain(p), [&](int64_t begin, int64_t end) {
+      for (int64_t ch = begin; ch < end; ++ch) {
+        double sum = 0;
+        for (int64_t n = 0; n < p.N; ++n)
+          for (const T* v = xp + p.at(n, ch); v != xp + p.at(n, ch) + p.HW; ++v) sum += static_cast<double>(*v);
+        const double mean = sum / p.count();
+        double squares = 0;
+        for (int64_t n = 0; n < p.N; ++n)
+          for (const T* v = xp + p.at(n, ch); v != xp + p.at(n, ch) + p.HW; ++v) {
+            const double d = static_cast<double>(*v) - mean;
+            squares += d * d;
+          }
+        const double var = squares / p.count();
+        const double scale = static_cast<double>(value_or<T>(w, has_w, ch, T(1))) / std::sqrt(var + eps);
+        const T s = static_cast<T>(scale), shift = static_cast<T>(static_cast<double>(value_or<T>(b, has_b, ch, T(0))) - mean * scale);
+        for (int64_t n = 0; n < p.N; ++n) {
+          const T* in = xp + p.at(n, ch);
+          T* out = yp + p.at(n, ch);
+          for (int64_t i = 0; i < p.HW; ++i) out[i] = in[i] * s + shift;
+        }
+        mean_out[ch] = static_cast<T>(mean), var_out[ch] = static_cast<T>(var);
+      }
+    });
+  });
+}
+
+// dx = w invstd (dy - mean(dy) - (x - mean) invstd^2 mean(dy (x - mean)));
+// dw = invstd sum(dy (x - mean)); db = sum(dy).
+void batch_norm_backward_kernel(const OpCall& c) {
+  const bool has_w = c.attrs.get_bool("has_weight");
+  const bool want_x = c.attrs.get_bool("input_grad"), want_w = c.attrs.get_bool("weight_grad"),
+             want_b = c.attrs.get_bool("bias_grad");
+  const Tensor gy = contiguous(c.inputs[0]), x = contiguous(c.inputs[1]);
+  const Tensor w = has_w ? contiguous(c.inputs[2]) : Tensor();
+  const Tensor mean = contiguous(c.inputs[has_w ? 3 : 2]), var = contiguous(c.inputs[has_w ? 4 : 3]);
+  const double eps = c.attrs.get_double("eps");
+  const Planes p = planes(x);
+  visit_f32_f64(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T *gp = gy.data_ptr<T>(), *xp = x.data_ptr<T>();
+    parallel_for(0, p.C, channel_grain(p), [&](int64_t begin, int64_t end) {
+      for (int64_t ch = begin; ch < end; ++ch) {
+        const double mu = static_cast<double>(mean.data_ptr<T>()[ch]);
+        const double invstd = 1 / std::sqrt(static_cast<double>(var.data_ptr<T>()[ch]) + eps);
+        double sum_dy = 0, sum_dy_xmu = 0;
+        for (int64_t n = 0; n < p.N; ++n) {
+          const T *g = gp + p.at(n, ch), *v = xp + p.at(n, ch);
+          for (int64_t i = 0; i < p.HW; ++i) {
+            sum_dy += static_cast<double>(g[i]);
+            sum_dy_xmu += static_cast<double>(g[i]) * (static_cast<double>(v[i]) - mu);
+          }
+        }
+        if (want_w) c.outputs[1].data_ptr<T>()[ch] = static_cast<T>(sum_dy_xmu * invstd);
+        if (want_b) c.outputs[2].data_ptr<T>()[ch] = static_cast<T>(sum_dy);
+        if (!want_x) continue;
+        const double scale = static_cast<double>(value_or<T>(w, has_w, ch, T(1))) * invstd;
+        // dx = a dy + b x + k, per channel.
+        const double mean_dy = sum_dy / p.count(), proj = sum_dy_xmu / p.count() * invstd * invstd;
+        const T a = static_cast<T>(scale), bx = static_cast<T>(-scale * proj),
+                k = static_cast<T>(scale * (proj * mu - mean_dy));
+        for (int64_t n = 0; n < p.N; ++n) {
+          const T *g = gp + p.at(n, ch), *v = xp + p.at(n, ch);
+          T* out = c.outputs[0].data_ptr<T>() + p.at(n, ch);
+          for (int64_t i = 0; i < p.HW; ++i) out[i] = a * g[i] + bx * v[i] + k;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,208 @@
+// Convolution kernels through oneDNN (Debian's libdnnl 2.6, what PyTorch
+// runs for CPU convolutions): forward, backward-data and backward-weights
+// primitives, float32, 1 to 3 spatial dims. Each primitive picks its own
+// memory layout (blocked nChw16c on AVX-512, where its JIT kernels are
+// fastest); the tensors are reordered into it and the result back. Built
+// primitives are kept per geometry, since building one (choosing and
+// JIT-compiling an implementation) costs more than running a small one.
+//
+// oneDNN's Debian build runs on OpenMP threads, a second pool beside
+// kiln's: each call asks it for get_num_threads() threads, and kiln's pool
+// is idle while a convolution runs, so the two do not compete.
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/cpu/kernel_tensors.h"
+#include "kernels/cpu/kernels.h"
+#include "kiln/error.h"
+#include "kiln/runtime.h"
+
+extern "C" void omp_set_num_threads(int);  // libgomp, which libdnnl runs on
+
+namespace kiln::cpu {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Args = std::unordered_map<int, memory>;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+struct Geometry {
+  Dims src, weights, bias, dst, strides, dilates, padding;
+  bool grouped = false;
+  std::string key;
+};
+
+Geometry geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Attrs& a, bool has_bias) {
+  Geometry g;
+  const int64_t groups = a.get_int("groups");
+  g.src = Dims(x.sizes().begin(), x.sizes().end());
+  g.dst = Dims(y.sizes().begin(), y.sizes().end());
+  g.grouped = groups > 1;
+  g.weights = Dims(w.sizes().begin(), w.sizes().end());
+  if (g.grouped) {  // oneDNN's grouped weights: (groups, O / groups, C / groups, kernel...)
+    g.weights[0] /= groups;
+    g.weights.insert(g.weights.begin(), groups);
+  }
+  if (has_bias) g.bias = {w.size(0)};
+  g.strides = Dims(a.get_shape("stride").begin(), a.get_shape("stride").end());
+  g.padding = Dims(a.get_shape("padding").begin(), a.get_shape("padding").end());
+  for (int64_t d : a.get_shape("dilation")) g.dilates.push_back(d - 1);  // oneDNN counts the skipped elements
+  for (const Dims* v : {&g.src, &g.weights, &g.bias, &g.dst, &g.strides, &g.dilates, &g.padding}) {
+    for (auto e : *v) g.key += std::to_string(e) + ",";
+    g.key += ";";
+  }
+  return g;
+}
+
+memory::desc any(const Dims& dims) { return memory::desc(dims, memory::data_type::f32, memory::format_tag::any); }
+
+// t's memory as it is laid out (its strides; grouped weights split dim 0).
+memory user_memory(const Tensor& t, const Dims& dims) {
+  Dims strides(t.strides().begin(), t.strides().end());
+  if (dims.size() == strides.size() + 1) strides.insert(strides.begin(), strides[0] * dims[1]);
+  return memory(memory::desc(dims, memory::data_type::f32, strides), engine(),
+                const_cast<float*>(t.data_ptr<float>()));
+}
+
+// A tensor oneDNN can describe: non-negative strides, no two elements at one address.
+Tensor describable(const Tensor& t) {
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (t.size(i) > 1 && t.stride(i) <= 0) return contiguous(t);
+  return t;
+}
+
+// `user` in the layout `want` (itself when they match).
+memory in_layout(const memory& user, const memory::desc& want, dnnl::stream& s) {
+  if (user.get_desc() == want) return user;
+  memory m(want, engine());
+  dnnl::reorder(user, m).execute(s, const_cast<memory&>(user), m);
+  return m;
+}
+
+// A primitive's output in its layout `have`, written to `user` at the end.
+struct OutputMemory {
+  memory user, mem;
+  OutputMemory(memory u, const memory::desc& have) : user(std::move(u)), mem(user.get_desc() == have ? user : memory(have, engine())) {}
+  void finish(dnnl::stream& s) {
+    if (mem.get_data_handle() != user.get_data_handle()) dnnl::reorder(mem, user).execute(s, mem, user);
+  }
+};
+
+struct Primitives {
+  dnnl::convolution_forward::primitive_desc forward_pd;
+  dnnl::convolution_forward forward;
+  std::optional<dnnl::convolution_backward_data::primitive_desc> data_pd;
+  std::optional<dnnl::convolution_backward_data> data;
+  std::optional<dnnl::convolution_backward_weights::primitive_desc> weights_pd;
+  std::optional<dnnl::convolution_backward_weights> weights;
+};
+
+// The primitives of one geometry, built on first use (the backward ones
+// when first asked for).
+Primitives& primitives(const Geometry& g, bool backward_data, bool backward_weights) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<Primitives>> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Primitives>& p = cache[g.key];
+  const memory::desc bias = g.bias.empty() ? memory::desc() : memory::desc(g.bias, memory::data_type::f32, memory::format_tag::a);
+  if (!p) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                      any(g.src), any(g.weights), bias, any(g.dst), g.strides, g.dilates, g.padding,
+                                      g.padding);
+    dnnl::convolution_forward::primitive_desc pd(d, engine());
+    p = std::make_unique<Primitives>(Primitives{pd, dnnl::convolution_forward(pd), {}, {}, {}, {}});
+  }
+  if (backward_data && !p->data) {
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(g.src), any(g.weights),
+                                            any(g.dst), g.strides, g.dilates, g.padding, g.padding);
+    p->data_pd.emplace(d, engine(), p->forward_pd);
+    p->data.emplace(*p->data_pd);
+  }
+  if (backward_weights && !p->weights) {
+    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any(g.src), any(g.weights), bias,
+                                               any(g.dst), g.strides, g.dilates, g.padding, g.padding);
+    p->weights_pd.emplace(d, engine(), p->forward_pd);
+    p->weights.emplace(*p->weights_pd);
+  }
+  return *p;
+}
+
+void check_float32(const Tensor& t) {
+  check(t.dtype() == kFloat32, "convolution", "the oneDNN kernel expects float32 tensors but got ", t.dtype());
+}
+
+// Runs fn with oneDNN on kiln's thread count, oneDNN's errors as kiln's.
+template <class Fn>
+void run(const Fn& fn) {
+  omp_set_num_threads(get_num_threads());
+  try {
+    fn();
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("convolution: oneDNN failed: ") + e.what());
+  }
+}
+
+}  // namespace
+
+void convolution_kernel(const OpCall& c) {
+  const bool has_bias = c.attrs.get_bool("has_bias");
+  const Tensor x = describable(c.inputs[0]), w = describable(c.inputs[1]);
+  const Tensor& y = c.outputs[0];
+  check_float32(x), check_float32(w);
+  run([&] {
+    const Geometry g = geometry(x, w, y, c.attrs, has_bias);
+    Primitives& p = primitives(g, false, false);
+    dnnl::stream s(engine());
+    Args args{{DNNL_ARG_SRC, in_layout(user_memory(x, g.src), p.forward_pd.src_desc(), s)},
+              {DNNL_ARG_WEIGHTS, in_layout(user_memory(w, g.weights), p.forward_pd.weights_desc(), s)}};
+    if (has_bias) args[DNNL_ARG_BIAS] = user_memory(describable(c.inputs[2]), g.bias);
+    OutputMemory out(user_memory(y, g.dst), p.forward_pd.dst_desc());
+    args[DNNL_ARG_DST] = out.mem;
+    p.forward.execute(s, args);
+    out.finish(s);
+    s.wait();
+  });
+}
+
+void convolution_backward_kernel(const OpCall& c) {
+  const bool want_input = c.attrs.get_bool("input_grad"), want_weight = c.attrs.get_bool("weight_grad"),
+             want_bias = c.attrs.get_bool("bias_grad");
+  const Tensor gy = describable(c.inputs[0]), x = describable(c.inputs[1]), w = describable(c.inputs[2]);
+  check_float32(gy), check_float32(x), check_float32(w);
+  run([&] {
+    // The geometry of the forward (with a bias exactly when its gradient is wanted).
+    const Geometry g = geometry(x, w, gy, c.attrs, want_bias);
+    Primitives& p = primitives(g, want_input, want_weight || want_bias);
+    dnnl::stream s(engine());
+    const memory user_gy = user_memory(gy, g.dst);
+    if (want_input) {
+      OutputMemory gx(user_memory(c.outputs[0], g.src), p.data_pd->diff_src_desc());
+      p.data->execute(s, {{DNNL_ARG_DIFF_DST, in_layout(user_gy, p.data_pd->diff_dst_desc(), s)},
+                          {DNNL_ARG_WEIGHTS, in_layout(user_memory(w, g.weights), p.data_pd->weights_desc(), s)},
+                          {DNNL_ARG_DIFF_SRC, gx.mem}});
+      gx.finish(s);
+    }
+    if (want_weight || want_bias) {
+      // The weight's gradient is computed with the bias's even when only one is wanted.
+      const Tensor gw = want_weight ? c.outputs[1] : empty(w.sizes(), TensorOptions(kFloat32));
+      OutputMemory gwm(user_memory(gw, g.weights), p.weights_pd->diff_weights_desc());
+      Args args{{DNNL_ARG_SRC, in_layout(user_memory(x, g.src), p.weights_pd->src_desc(), s)},
+                {DNNL_ARG_DIFF_DST, in_layout(user_gy, p.weights_pd->diff_dst_desc(), s)},
+                {DNNL_ARG_DIFF_WEIGHTS, gwm.mem}};
+      if (want_bias) args[DNNL_ARG_DIFF_BIAS] = user_memory(c.outputs[2], g.bias);
+      p.weights->execute(s, args);
+      gwm.finish(s);
+    }
+    s.wait();
+  });
+}
+
+}  // namespace kiln::cpu
