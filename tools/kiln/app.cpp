@@ -44,6 +44,7 @@ int run_cli(int argc, const char* const* argv, bool run_commands) {
   add_demo(app, run_commands);
   add_train(app, run_commands);
   add_generate(app, run_commands);
+  add_eval(app, run_commands);
   add_run(app, run_commands);
   if (argc > 1 && argv[1][0] != '-' && !is_known_subcommand(app, argv[1])) {
     std::cerr << "kiln: unknown command '" << argv[1] << "' (expected one of: " << subcommand_names(app) << ")\n";

@@ -18,6 +18,8 @@ namespace {
 
 const char* kOp = "checkpoint";
 
+}  // namespace
+
 // Note [Checkpoint metadata is untrusted]
 // A checkpoint may come from anywhere. Every metadata field is parsed as a
 // whole decimal integer in its range ("1 junk", "abc", "-0x1" and overflow
@@ -25,7 +27,7 @@ const char* kOp = "checkpoint";
 // (GPT::state_shapes) must be present with its shape before a single module
 // is built, so a lying n_layer or block_size cannot make the loader allocate
 // more than the file itself holds.
-int64_t meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t lo, int64_t hi) {
+int64_t checkpoint_meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t lo, int64_t hi) {
   auto it = f.metadata.find(key);
   check(it != f.metadata.end(), kOp, "metadata has no '", key, "': not a kiln train checkpoint");
   const std::string& text = it->second;
@@ -37,22 +39,24 @@ int64_t meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t l
   return v;
 }
 
+namespace {
+
 nn::GPTConfig config_of(const io::SafetensorsFile& f) {
   auto format = f.metadata.find("format");
   check(format != f.metadata.end() && format->second == "kiln-gpt", kOp,
         "metadata 'format' is not \"kiln-gpt\": not a kiln train checkpoint");
   constexpr int64_t kMax = int64_t{1} << 31;
   nn::GPTConfig c;
-  c.vocab_size = meta_int(f, "vocab_size", 1, kMax);
-  c.block_size = meta_int(f, "block_size", 1, kMax);
-  c.n_layer = meta_int(f, "n_layer", 1, kMax);
-  c.n_head = meta_int(f, "n_head", 1, kMax);
-  c.n_embd = meta_int(f, "n_embd", 1, kMax);
+  c.vocab_size = checkpoint_meta_int(f, "vocab_size", 1, kMax);
+  c.block_size = checkpoint_meta_int(f, "block_size", 1, kMax);
+  c.n_layer = checkpoint_meta_int(f, "n_layer", 1, kMax);
+  c.n_head = checkpoint_meta_int(f, "n_head", 1, kMax);
+  c.n_embd = checkpoint_meta_int(f, "n_embd", 1, kMax);
   check(c.n_embd % c.n_head == 0, kOp, "metadata n_embd ", c.n_embd, " is not a multiple of n_head ", c.n_head);
   if (f.metadata.count("n_experts")) {  // a mixture-of-experts GPT (older checkpoints have none)
     // Every expert is 4 tensors per block: bounded by the file before use.
-    c.n_experts = meta_int(f, "n_experts", 0, static_cast<int64_t>(f.tensors.size()));
-    if (c.n_experts > 0) c.expert_top_k = meta_int(f, "expert_top_k", 1, c.n_experts);
+    c.n_experts = checkpoint_meta_int(f, "n_experts", 0, static_cast<int64_t>(f.tensors.size()));
+    if (c.n_experts > 0) c.expert_top_k = checkpoint_meta_int(f, "expert_top_k", 1, c.n_experts);
     check(!f.tensors.count("model.blocks.0.mlp.experts." + std::to_string(c.n_experts) + ".up.weight"), kOp,
           "metadata n_experts is ", c.n_experts, " but the checkpoint holds more experts");
   }
@@ -127,8 +131,8 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st) {
   auto model = std::make_unique<nn::GPT>(config_of(f));
   model->load_state_dict(nn::select_prefix(f.tensors, "model."));
   if (st) {
-    st->step = meta_int(f, "step", 0, std::numeric_limits<int64_t>::max() / 2);
-    st->seed = static_cast<uint64_t>(meta_int(f, "seed", 0, std::numeric_limits<int64_t>::max()));
+    st->step = checkpoint_meta_int(f, "step", 0, std::numeric_limits<int64_t>::max() / 2);
+    st->seed = static_cast<uint64_t>(checkpoint_meta_int(f, "seed", 0, std::numeric_limits<int64_t>::max()));
     const auto rng = f.tensors.find("rng_state");
     st->rng_state = rng == f.tensors.end() ? Tensor() : rng->second;
     if (st->rng_state.defined())

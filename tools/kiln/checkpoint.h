@@ -19,6 +19,10 @@ struct TrainState {
   Tensor rng_state;
 };
 
+// A metadata field as a whole decimal integer in [lo, hi] (Note [Checkpoint
+// metadata is untrusted] in checkpoint.cpp); anything else is an error naming it.
+int64_t checkpoint_meta_int(const io::SafetensorsFile& f, const std::string& key, int64_t lo, int64_t hi);
+
 // Refuses, before any training, a destination that cannot take the
 // checkpoint: a missing or unwritable directory, something not a regular
 // file, an existing checkpoint without --overwrite (or a missing one with

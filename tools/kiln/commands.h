@@ -12,6 +12,7 @@ void add_info(CLI::App& app, bool execute = true);
 void add_demo(CLI::App& app, bool execute = true);
 void add_train(CLI::App& app, bool execute = true);
 void add_generate(CLI::App& app, bool execute = true);
+void add_eval(CLI::App& app, bool execute = true);
 void add_run(CLI::App& app, bool execute = true);
 
 // Where this node's ranks sit in a job (run.cpp).

@@ -1,5 +1,6 @@
 // `kiln train`: trains the character-level GPT on a text file (default: the
-// fortunes corpus) with AdamW and a warmup + cosine schedule, reporting
+// fortunes corpus) with AdamW and a warmup + cosine schedule (with --task
+// fashion-mnist, the CNN of fashion_mnist.h instead), reporting
 // progress on stderr and validation loss every --eval-every steps. With
 // --nproc N it starts N ranks of itself (kiln run's launcher) that train
 // data-parallel: each takes 1/N of every batch (the same batches one process
@@ -16,7 +17,9 @@
 #include "app.h"
 #include "checkpoint.h"
 #include "commands.h"
+#include "fashion_mnist.h"
 #include "flags.h"
+#include "progress.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -38,7 +41,26 @@ struct TrainArgs {
   bool resume = false, overwrite = false;
   bool compile = false;  // the whole step (forward, backward, clipping, AdamW) under kiln::compile
   std::vector<ArchFlag> arch_flags;
+  // --task fashion-mnist: the CNN job (fashion_mnist.h), its own flags and defaults.
+  std::string task = "gpt";
+  int64_t epochs = 5;
+  std::vector<const CLI::Option*> gpt_only, cnn_only;
+  const CLI::Option *batch_option = nullptr, *lr_option = nullptr, *out_option = nullptr;
 };
+
+// The CNN job's arguments: its defaults where a shared flag was not given;
+// a GPT-only flag is refused by name rather than silently ignored.
+CnnTrainArgs cnn_arguments(const TrainArgs& a) {
+  for (const CLI::Option* o : a.gpt_only)
+    check(o->count() == 0, "train", o->get_name(), " applies to the GPT task, not to --task fashion-mnist");
+  CnnTrainArgs c;
+  c.data_dir = a.data, c.epochs = a.epochs, c.seed = a.seed, c.threads = a.threads, c.time_limit = a.time_limit;
+  c.resume = a.resume, c.overwrite = a.overwrite;
+  c.out = a.out_option->count() ? a.out : "fashion_mnist.safetensors";
+  if (a.batch_option->count()) c.batch = a.batch;
+  if (a.lr_option->count()) c.lr = a.lr;
+  return c;
+}
 
 // This rank's rows of a batch every rank drew alike (all of it in a
 // single process).
@@ -74,12 +96,6 @@ double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a
   return mean_over_ranks(total / static_cast<double>(a.eval_batches));
 }
 
-std::string hms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%lldm%02ds", static_cast<long long>(s) / 60, static_cast<int>(std::fmod(s, 60)));
-  return buf;
-}
-
 // With --resume the architecture comes from the checkpoint; a flag that says
 // otherwise is refused by name rather than silently ignored.
 void check_resume_flags(const TrainArgs& a, const nn::GPTConfig& c) {
@@ -88,28 +104,6 @@ void check_resume_flags(const TrainArgs& a, const nn::GPTConfig& c) {
           " conflicts with the checkpoint '", a.out, "', which has ", c.*f.field,
           ": drop the flag to resume, or train a new model");
 }
-
-// Prints progress: on a terminal one line rewritten in place, elsewhere
-// (a log file, a pipe) a plain line every few seconds.
-class Progress {
- public:
-  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
-  void report(int64_t step, int64_t steps, double loss, double tps, double elapsed, double eta, bool force) {
-    if (!tty_ && !force && elapsed - last_ < kPlainEvery) return;
-    last_ = elapsed;
-    std::fprintf(stderr, "%sstep %lld/%lld | loss %.3f | %.0f tok/s | ETA %s%s", tty_ ? "\r" : "",
-                 static_cast<long long>(step), static_cast<long long>(steps), loss, tps, hms(eta).c_str(),
-                 tty_ ? "   " : "\n");
-  }
-  void end_line() {
-    if (tty_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  static constexpr double kPlainEvery = 5.0;
-  bool tty_;
-  double last_ = -kPlainEvery;
-};
 
 // The whole model's tensors when its experts are sharded over the ranks:
 // each rank's experts gathered (collective; rank 0 saves them).
@@ -275,7 +269,7 @@ void run(const TrainArgs& a) {
     const double tps = done * static_cast<double>(a.batch * cfg.block_size) / elapsed;
     const bool last = st.step + 1 == a.steps || (a.time_limit > 0 && elapsed > a.time_limit);
     const bool eval = (st.step + 1) % a.eval_every == 0 || last;
-    if (rank0) progress.report(st.step + 1, a.steps, loss_ema, tps, elapsed,
+    if (rank0) progress.report(st.step + 1, a.steps, loss_ema, tps, "tok/s", elapsed,
                     elapsed / done * static_cast<double>(a.steps - st.step - 1), eval);
     if (eval) {
       if (rank0) progress.end_line();
@@ -305,11 +299,16 @@ void run(const TrainArgs& a) {
 
 void add_train(CLI::App& app, bool execute) {
   auto a = std::make_shared<TrainArgs>();
-  auto* cmd = app.add_subcommand("train", "train the character-level GPT");
-  cmd->add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
-  cmd->add_option("--separator", a->separator,
-                  "a line holding only this separates documents (default: '%' when the text has such lines)");
-  cmd->add_option("--out", a->out, "checkpoint path (safetensors)");
+  auto* cmd = app.add_subcommand("train", "train the character-level GPT, or a CNN on Fashion-MNIST (--task fashion-mnist)");
+  cmd->add_option("--task", a->task, "what to train: gpt (the character-level GPT) or fashion-mnist (a CNN)")
+      ->check(CLI::IsMember({"gpt", "fashion-mnist"}));
+  cmd->add_option("--data", a->data,
+                  "gpt: UTF-8 text file (default: the fortunes corpus); fashion-mnist: the IDX files' directory "
+                  "(default: Debian's dataset-fashion-mnist)");
+  a->gpt_only.push_back(cmd->add_option("--separator", a->separator,
+                  "a line holding only this separates documents (default: '%' when the text has such lines)"));
+  a->out_option = cmd->add_option("--out", a->out, "checkpoint path (safetensors; default model.safetensors, "
+                                  "fashion_mnist.safetensors for --task fashion-mnist)");
   cmd->add_flag("--overwrite", a->overwrite, "replace an existing checkpoint at --out");
   a->arch_flags = {
       {"--layers", add_int_flag(*cmd, "--layers", a->layers, 1, 4096, "transformer blocks"), &a->layers,
@@ -323,17 +322,28 @@ void add_train(CLI::App& app, bool execute) {
       {"--experts", add_int_flag(*cmd, "--experts", a->experts, 0, 1024,
                                  "mixture-of-experts MLPs with this many experts, 2 per token (0: dense)"),
        &a->experts, &nn::GPTConfig::n_experts}};
-  add_int_flag(*cmd, "--steps", a->steps, 1, int64_t{1} << 40, "optimizer steps in total");
-  add_int_flag(*cmd, "--batch", a->batch, 1, 1 << 20, "sequences per step");
-  add_real_flag(*cmd, "--lr", a->lr, 1e-12, 1e3, "peak learning rate");
+  for (const ArchFlag& f : a->arch_flags) a->gpt_only.push_back(f.option);
+  a->gpt_only.push_back(add_int_flag(*cmd, "--steps", a->steps, 1, int64_t{1} << 40, "optimizer steps in total"));
+  a->cnn_only.push_back(add_int_flag(*cmd, "--epochs", a->epochs, 1, 1 << 20, "fashion-mnist: epochs in total (5)"));
+  a->batch_option = add_int_flag(*cmd, "--batch", a->batch, 1, 1 << 20, "sequences per step (fashion-mnist: images, 64)");
+  a->lr_option = add_real_flag(*cmd, "--lr", a->lr, 1e-12, 1e3, "peak learning rate (fashion-mnist: 1e-3)");
   add_int_flag(*cmd, "--seed", a->seed, 0, kIntMax, "random seed");
-  add_int_flag(*cmd, "--eval-every", a->eval_every, 1, kIntMax, "steps between validation losses");
+  a->gpt_only.push_back(add_int_flag(*cmd, "--eval-every", a->eval_every, 1, kIntMax, "steps between validation losses"));
   add_real_flag(*cmd, "--time-limit", a->time_limit, 0, 1e9, "stop (and save) after this many seconds; 0 = no limit");
   add_int_flag(*cmd, "--threads", a->threads, 1, 4096, "threads (default: all cores; one per rank with --nproc)");
-  add_int_flag(*cmd, "--nproc", a->nproc, 1, 1024, "train data-parallel with this many ranks on this machine");
+  a->gpt_only.push_back(
+      add_int_flag(*cmd, "--nproc", a->nproc, 1, 1024, "train data-parallel with this many ranks on this machine"));
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint at --out (its architecture, its step)");
-  cmd->add_flag("--compile", a->compile, "run each whole step (forward, backward, clipping, AdamW) as one kiln::compile graph");
+  a->gpt_only.push_back(cmd->add_flag("--compile", a->compile,
+                                      "run each whole step (forward, backward, clipping, AdamW) as one kiln::compile graph"));
   cmd->callback([a, execute] {
+    if (a->task == "fashion-mnist") {
+      const CnnTrainArgs c = cnn_arguments(*a);
+      if (execute) train_fashion_mnist(c);
+      return;
+    }
+    for (const CLI::Option* o : a->cnn_only)
+      check(o->count() == 0, "train", o->get_name(), " applies to --task fashion-mnist, not to the GPT task");
     if (execute) run(*a);
   });
 }

@@ -1,0 +1,23 @@
+// The second main job: a small CNN on Fashion-MNIST (Debian's
+// dataset-fashion-mnist). `kiln train --task fashion-mnist` trains it
+// (progress bar, test accuracy per epoch, a checkpoint per epoch, --resume);
+// `kiln eval` reports a checkpoint's test accuracy.
+#pragma once
+#include <string>
+
+namespace kiln::cli {
+
+struct CnnTrainArgs {
+  std::string data_dir, out;
+  int64_t epochs = 5, batch = 64, seed = 0, threads = 0;
+  double lr = 1e-3, weight_decay = 1e-4, time_limit = 0;
+  bool resume = false, overwrite = false;
+};
+
+void train_fashion_mnist(const CnnTrainArgs& a);
+// Test accuracy of a checkpoint written by train_fashion_mnist, printed.
+void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir);
+
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace kiln::cli
