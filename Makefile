@@ -99,6 +99,7 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-compile --json
 	./$(BUILD)/bin/kiln-bench-stable --json
 	./$(BUILD)/bin/kiln-bench-collectives --json
+	./$(BUILD)/bin/kiln-bench-vision --json
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

@@ -2,17 +2,23 @@
 // ResNet-like shapes, in GFLOP/s, against the machine's limit for an
 // im2col convolution: cblas_sgemm called directly on the GEMMs the
 // convolution amounts to (per group: (N * outputs) x (C/groups * k * k) x
-// (O/groups); three of them for forward + backward). The libtorch 1.13
-// peer (oneDNN) is still to come. Inputs are random. `--json` prints one
-// JSON object per line.
+// (O/groups); three of them for forward + backward), and against libtorch
+// 1.13 (Debian's libtorch-dev, oneDNN 2.6 inside) on the same call, with
+// the geometric mean of those ratios; then the Fashion-MNIST CNN's training
+// images/s against the same network in libtorch. Inputs are random.
+// `--json` prints one JSON object per line.
 #include <cblas.h>
 
+#include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "baselines.h"
 #include "bench_util.h"
 #include "kiln/kiln.h"
+#include "peers/peer.h"
+#include "fashion_mnist.h"
 
 using namespace kiln;
 using kiln::bench::time_best;
@@ -21,8 +27,26 @@ namespace {
 
 struct Case {
   const char* name;
-  int64_t N, C, H, W, O, k, stride, padding, groups;
+  kiln::bench::peer::ConvShape s;
 };
+
+// kiln's training images/s of the Fashion-MNIST CNN (kiln train --task
+// fashion-mnist's network and optimizer), random images.
+double cnn_train_images_per_second(int64_t batch, int steps) {
+  nn::Sequential model;
+  kiln::cli::build_fashion_mnist_cnn(model);
+  optim::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 1e-4});
+  const Tensor x = randn({batch, 1, 28, 28}), y = randint(0, 10, {batch});
+  auto step = [&] {
+    opt.zero_grad();
+    nn::cross_entropy(model(x), y).backward();
+    opt.step();
+  };
+  step(), step();  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return static_cast<double>(batch * steps) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // The seconds of `groups` direct sgemms of m x kk by kk x n, OpenBLAS on
 // the bench's threads.
@@ -43,33 +67,55 @@ double gemm_seconds(int64_t m, int64_t kk, int64_t n, int64_t groups, int repeat
 int main(int argc, char** argv) {
   const kiln::bench::Reporter rep = kiln::bench::start_bench(argc, argv);
   const std::vector<Case> cases = {
-      {"lenet_64x1x28x28_32c3", 64, 1, 28, 28, 32, 3, 1, 1, 1},
-      {"resnet_32x64x56x56_64c3", 32, 64, 56, 56, 64, 3, 1, 1, 1},
-      {"resnet_32x128x28x28_128c3", 32, 128, 28, 28, 128, 3, 1, 1, 1},
-      {"proj_32x64x56x56_256c1", 32, 64, 56, 56, 256, 1, 1, 0, 1},
-      {"depthwise_32x128x28x28_c3", 32, 128, 28, 28, 128, 3, 1, 1, 128},
+      {"lenet_64x1x28x28_32c3", {64, 1, 28, 28, 32, 3, 1, 1, 1}},
+      {"resnet_32x64x56x56_64c3", {32, 64, 56, 56, 64, 3, 1, 1, 1}},
+      {"resnet_32x128x28x28_128c3", {32, 128, 28, 28, 128, 3, 1, 1, 1}},
+      {"proj_32x64x56x56_256c1", {32, 64, 56, 56, 256, 1, 1, 0, 1}},
+      {"depthwise_32x128x28x28_c3", {32, 128, 28, 28, 128, 3, 1, 1, 128}},
+  };
+  double log_ratio_sum = 0;
+  int peer_cases = 0;
+  auto against_torch = [&](const std::string& name, double flops, double kiln_seconds, std::optional<double> torch_seconds) {
+    if (!torch_seconds) return;
+    rep.report("vision", name, "GFLOP/s", flops / kiln_seconds / 1e9, "libtorch_1.13", flops / *torch_seconds / 1e9);
+    log_ratio_sum += std::log(*torch_seconds / kiln_seconds), ++peer_cases;
   };
   for (const Case& c : cases) {
-    const int64_t OH = (c.H + 2 * c.padding - c.k) / c.stride + 1, OW = (c.W + 2 * c.padding - c.k) / c.stride + 1;
-    const int64_t m = c.N * OH * OW, kk = c.C / c.groups * c.k * c.k, n = c.O / c.groups;
-    const double flops = 2.0 * static_cast<double>(m * kk * n * c.groups);
-    const Tensor x = randn({c.N, c.C, c.H, c.W}), w = randn({c.O, c.C / c.groups, c.k, c.k}) * 0.1, b = randn({c.O});
+    const auto& s = c.s;
+    const int64_t OH = (s.H + 2 * s.padding - s.k) / s.stride + 1, OW = (s.W + 2 * s.padding - s.k) / s.stride + 1;
+    const int64_t m = s.N * OH * OW, kk = s.C / s.groups * s.k * s.k, n = s.O / s.groups;
+    const double flops = 2.0 * static_cast<double>(m * kk * n * s.groups);
+    const Tensor x = randn({s.N, s.C, s.H, s.W}), w = randn({s.O, s.C / s.groups, s.k, s.k}) * 0.1, b = randn({s.O});
     Tensor y;
     const double t_fwd = time_best([&] {
       NoGradGuard no_grad;
-      y = nn::conv2d(x, w, b, {c.stride}, {c.padding}, {1}, c.groups);
+      y = nn::conv2d(x, w, b, {s.stride}, {s.padding}, {1}, s.groups);
     }, 3);
-    const double g_fwd = gemm_seconds(m, kk, n, c.groups, 1);
+    const double g_fwd = gemm_seconds(m, kk, n, s.groups, 1);
     rep.report("vision", std::string("conv2d_fwd_") + c.name, "GFLOP/s", flops / t_fwd / 1e9, "sgemm_direct",
                flops / g_fwd / 1e9);
+    against_torch(std::string("conv2d_fwd_") + c.name, flops, t_fwd,
+                  kiln::bench::peer::conv2d_seconds(s, false, kiln::bench::kBenchThreads));
     const Tensor xg = x.clone().requires_grad_(), wg = w.clone().requires_grad_(), bg = b.clone().requires_grad_();
     const Tensor grad = randn(y.sizes());
     const double t_train = time_best([&] {
       xg.set_grad({}), wg.set_grad({}), bg.set_grad({});
-      nn::conv2d(xg, wg, bg, {c.stride}, {c.padding}, {1}, c.groups).backward(grad);
+      nn::conv2d(xg, wg, bg, {s.stride}, {s.padding}, {1}, s.groups).backward(grad);
     }, 3);
     rep.report("vision", std::string("conv2d_fwd_bwd_") + c.name, "GFLOP/s", 3 * flops / t_train / 1e9,
                "sgemm_direct", 3 * flops / (3 * g_fwd) / 1e9);
+    against_torch(std::string("conv2d_fwd_bwd_") + c.name, 3 * flops, t_train,
+                  kiln::bench::peer::conv2d_seconds(s, true, kiln::bench::kBenchThreads));
   }
+  if (peer_cases > 0) {  // the geometric mean of the ratios, as one line (kiln and baseline: 1 and its inverse)
+    const double geomean = std::exp(log_ratio_sum / peer_cases);
+    rep.report("vision", "conv2d_geomean_vs_libtorch", "ratio", geomean, "libtorch_1.13", 1.0);
+  }
+  const int64_t batch = 64;
+  const double kiln_ips = cnn_train_images_per_second(batch, 30);
+  if (const auto torch_ips = kiln::bench::peer::cnn_train_images_per_second(batch, 30, kiln::bench::kBenchThreads))
+    rep.report("vision", "fashion_mnist_cnn_train_b64", "images/s", kiln_ips, "libtorch_1.13", *torch_ips);
+  else
+    rep.report("vision", "fashion_mnist_cnn_train_b64", "images/s", kiln_ips, "pytorch_1.13_issue_figure", 2540);
   return 0;
 }

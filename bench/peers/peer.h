@@ -25,4 +25,14 @@ std::optional<double> gpt_train_tokens_per_second(long layers, long heads, long 
 // scores, masked_fill, softmax, matmul), float32, (1, H, L, E).
 std::optional<double> dense_causal_attention_seconds(long heads, long len, long dim, int threads);
 
+// A conv2d's shape: input (N, C, H, W), O outputs, k x k kernel.
+struct ConvShape {
+  long N, C, H, W, O, k, stride, padding, groups;
+};
+// Best-of-n seconds of libtorch's conv2d with bias, forward only or forward + backward (all three gradients).
+std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads);
+// Training images per second of the Fashion-MNIST CNN (two conv3x3-BN-ReLU-maxpool stages, linear 3136 -> 128,
+// dropout, linear 128 -> 10; AdamW), random images, over `steps` steps after 2 warm-up steps.
+std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads);
+
 }  // namespace kiln::bench::peer

@@ -73,21 +73,6 @@ Data load_data(const std::string& dir) {
   return d;
 }
 
-// The network, built into `m` (modules cannot be moved: their parameters are registered by address).
-void build_model(nn::Sequential& m) {
-  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{1, 32}, {32, 64}}) {
-    m.push_back(std::make_shared<nn::Conv2d>(in, out, Shape{3}, nn::ConvOptions{.padding = {1}}));
-    m.push_back(std::make_shared<nn::BatchNorm2d>(out));
-    m.push_back(std::make_shared<nn::ReLU>());
-    m.push_back(std::make_shared<nn::MaxPool2d>(Shape{2}));
-  }
-  m.push_back(std::make_shared<nn::Flatten>());
-  m.push_back(std::make_shared<nn::Linear>(3136, 128));
-  m.push_back(std::make_shared<nn::ReLU>());
-  m.push_back(std::make_shared<nn::Dropout>(0.25));
-  m.push_back(std::make_shared<nn::Linear>(128, 10));
-}
-
 double accuracy(nn::Sequential& model, const Split& s) {
   NoGradGuard no_grad;
   model.eval();
@@ -136,6 +121,20 @@ io::SafetensorsFile load(const std::string& path, nn::Sequential& model, Checkpo
 
 }  // namespace
 
+void build_fashion_mnist_cnn(nn::Sequential& m) {
+  for (const auto& [in, out] : {std::pair<int64_t, int64_t>{1, 32}, {32, 64}}) {
+    m.push_back(std::make_shared<nn::Conv2d>(in, out, Shape{3}, nn::ConvOptions{.padding = {1}}));
+    m.push_back(std::make_shared<nn::BatchNorm2d>(out));
+    m.push_back(std::make_shared<nn::ReLU>());
+    m.push_back(std::make_shared<nn::MaxPool2d>(Shape{2}));
+  }
+  m.push_back(std::make_shared<nn::Flatten>());
+  m.push_back(std::make_shared<nn::Linear>(3136, 128));
+  m.push_back(std::make_shared<nn::ReLU>());
+  m.push_back(std::make_shared<nn::Dropout>(0.25));
+  m.push_back(std::make_shared<nn::Linear>(128, 10));
+}
+
 void train_fashion_mnist(const CnnTrainArgs& a) {
   check_checkpoint_destination(a.out, a.resume, a.overwrite);
   if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
@@ -144,7 +143,7 @@ void train_fashion_mnist(const CnnTrainArgs& a) {
             << " test images (" << data.test_duplicates << " test images equal to a training image left out)\n";
   manual_seed(static_cast<uint64_t>(a.seed));
   nn::Sequential model;
-  build_model(model);
+  build_fashion_mnist_cnn(model);
   optim::AdamW opt(model.parameters(), {.lr = a.lr, .weight_decay = a.weight_decay});
   Checkpoint state{0, static_cast<uint64_t>(a.seed), Tensor()};
   if (a.resume) {
@@ -197,7 +196,7 @@ void train_fashion_mnist(const CnnTrainArgs& a) {
 
 void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir) {
   nn::Sequential model;
-  build_model(model);
+  build_fashion_mnist_cnn(model);
   Checkpoint state;
   load(ckpt, model, &state);
   const Data data = load_data(data_dir.empty() ? kFashionMnistDir : data_dir);

@@ -5,6 +5,8 @@
 #pragma once
 #include <string>
 
+#include "kiln/nn.h"
+
 namespace kiln::cli {
 
 struct CnnTrainArgs {
@@ -13,6 +15,10 @@ struct CnnTrainArgs {
   double lr = 1e-3, weight_decay = 1e-4, time_limit = 0;
   bool resume = false, overwrite = false;
 };
+
+// The network, built into `m` (modules are not moved: their parameters are
+// registered by address).
+void build_fashion_mnist_cnn(nn::Sequential& m);
 
 void train_fashion_mnist(const CnnTrainArgs& a);
 // Test accuracy of a checkpoint written by train_fashion_mnist, printed.

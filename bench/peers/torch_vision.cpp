@@ -1,0 +1,59 @@
+// libtorch 1.13 timings for kiln-bench-vision: conv2d (which libtorch runs
+// through oneDNN 2.6 where its heuristics pick it) and the Fashion-MNIST
+// CNN's training step, on random data.
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "bench_util.h"
+#include "peers/peer.h"
+
+namespace kiln::bench::peer {
+
+std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads) {
+  torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);
+  auto x = torch::randn({s.N, s.C, s.H, s.W}), w = torch::randn({s.O, s.C / s.groups, s.k, s.k}) * 0.1,
+       b = torch::randn({s.O});
+  if (!backward) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor y;
+    return time_best([&] { y = torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups); }, 3);
+  }
+  x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
+  const auto grad = torch::randn_like(torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups));
+  return time_best([&] {
+    x.mutable_grad() = torch::Tensor(), w.mutable_grad() = torch::Tensor(), b.mutable_grad() = torch::Tensor();
+    torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups).backward(grad);
+  }, 3);
+}
+
+namespace {
+struct FashionCnn : torch::nn::Module {
+  torch::nn::Sequential net{
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)), torch::nn::BatchNorm2d(32), torch::nn::ReLU(),
+      torch::nn::MaxPool2d(2), torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)),
+      torch::nn::BatchNorm2d(64), torch::nn::ReLU(), torch::nn::MaxPool2d(2), torch::nn::Flatten(),
+      torch::nn::Linear(3136, 128), torch::nn::ReLU(), torch::nn::Dropout(0.25), torch::nn::Linear(128, 10)};
+  FashionCnn() { register_module("net", net); }
+};
+}  // namespace
+
+std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads) {
+  torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);
+  FashionCnn model;
+  torch::optim::AdamW opt(model.parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(1e-4));
+  const auto x = torch::randn({batch, 1, 28, 28}), y = torch::randint(0, 10, {batch}, torch::kLong);
+  auto step = [&] {
+    opt.zero_grad();
+    torch::nn::functional::cross_entropy(model.net->forward(x), y).backward();
+    opt.step();
+  };
+  step(), step();  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return static_cast<double>(batch * steps) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace kiln::bench::peer
