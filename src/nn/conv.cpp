@@ -2,7 +2,7 @@
 // fastest (BENCHMARKS.md, kiln-bench-vision): a 1x1 stride-1 convolution is
 // one GEMM per image and group (oneDNN's reorders cost it 2.5x there);
 // any other float32 one is the convolution op (oneDNN, src/ops/
-// convolution.h). The rest (float64, zero sizes) is the reference path, in
+// spatial_ops.h). The rest (float64, zero sizes) is the reference path, in
 // ops: each spatial dim of the padded input becomes a window view
 // (Tensor::unfold, every dilation-th element of the window), the patches
 // are gathered into one (groups, N * outputs, C/groups * kernel) matrix
