@@ -20,5 +20,6 @@
 #include "kiln/optim.h"
 #include "kiln/ops.h"
 #include "kiln/profiler.h"
+#include "kiln/quantization.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"

@@ -17,6 +17,10 @@
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
 
+namespace kiln::quant {
+struct DynamicLinearWeight;
+}
+
 namespace kiln::nn {
 
 using StateDict = std::map<std::string, Tensor>;
@@ -169,6 +173,9 @@ class Linear : public UnaryModule {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;  // weight (out, in), bias (out) or undefined
+  // Set by quant::quantize_dynamic: forward runs quant::linear_dynamic on
+  // these int8 weights (float32 inputs; inference only).
+  std::shared_ptr<const quant::DynamicLinearWeight> dynamic_int8;
 };
 
 // N(0, 1) rows; the padding_idx row starts at zero and gets no gradient;

@@ -3,6 +3,7 @@
 
 #include "kiln/error.h"
 #include "kiln/nn.h"
+#include "kiln/quantization.h"
 
 namespace kiln::nn {
 
@@ -20,7 +21,10 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) {
   register_parameter("bias", &bias);
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  if (dynamic_int8) return quant::linear_dynamic(x, *dynamic_int8, bias);
+  return linear(x, weight, bias);
+}
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> max_norm_)
     : padding_idx(pad), max_norm(max_norm_) {

@@ -4,6 +4,7 @@
 #include "autograd/graph.h"
 #include "kiln/attention.h"
 #include "kiln/distributed.h"
+#include "kiln/quantization.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -51,6 +52,10 @@ void run_every_op() {
                    zeros({4}).requires_grad_(), true)
         .sum()
         .backward();
+  }
+  {  // the int8 ops
+    quant::matmul_u8s8(ones({2, 3}, kUInt8), ones({4, 3}, kInt8));
+    quant::linear_dynamic(x, quant::quantize_linear_weight(y), {});
   }
   {  // linalg's LAPACK ops
     const Tensor a = randn({3, 3}) + 3 * eye(3), s = matmul(a, a.t());

@@ -53,6 +53,8 @@ const bool registered = [] {
     {"max_pool_backward", max_pool_backward_kernel},
     {"batch_norm_training", batch_norm_training_kernel},
     {"batch_norm_backward", batch_norm_backward_kernel},
+    {"matmul_u8s8", matmul_u8s8_kernel},
+    {"linear_dynamic", linear_dynamic_kernel},
     {"softmax", softmax_kernel},
     {"layer_norm", layer_norm_kernel},
     {"embedding", embedding_kernel},

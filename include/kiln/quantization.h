@@ -1,0 +1,79 @@
+// int8 quantization, as torch.ao.quantization's: quantized tensors
+// (per-tensor and per-channel affine, qint8 / quint8), the u8 x s8 -> s32
+// GEMM the CPU's dot-product instructions run (AVX512-VNNI, an AVX2 path,
+// a scalar one; picked at run time by cpu_capability()), and dynamic
+// quantization of Linear layers: int8 weights, activations quantized per
+// call. A quantized tensor is its integer values plus its quantizer, not a
+// dtype of Tensor: qint8 is kInt8 values, quint8 kUInt8.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "kiln/tensor.h"
+
+namespace kiln::nn {
+class Module;
+}
+
+namespace kiln::quant {
+
+enum class QScheme { PerTensorAffine, PerChannelAffine };
+
+class QuantizedTensor {
+ public:
+  QuantizedTensor() = default;
+  // values: int8 (qint8) or uint8 (quint8); scales float64 and zero points
+  // int64, one each (per tensor) or one per index of `axis`.
+  QuantizedTensor(Tensor values, Tensor scales, Tensor zero_points, QScheme scheme, int64_t axis);
+
+  const Tensor& int_repr() const { return values_; }
+  Tensor dequantize() const;  // float32: (values - zero_point) * scale
+  QScheme qscheme() const { return scheme_; }
+  DType dtype() const { return values_.dtype(); }  // kInt8 (qint8) or kUInt8 (quint8)
+  const Shape& sizes() const { return values_.sizes(); }
+  double q_scale() const;          // per tensor only
+  int64_t q_zero_point() const;    // per tensor only
+  const Tensor& q_per_channel_scales() const;       // per channel only (float64)
+  const Tensor& q_per_channel_zero_points() const;  // per channel only (int64)
+  int64_t q_per_channel_axis() const;               // per channel only
+
+ private:
+  Tensor values_, scales_, zero_points_;
+  QScheme scheme_ = QScheme::PerTensorAffine;
+  int64_t axis_ = 0;
+};
+
+// q = clamp(round(x / scale) + zero_point) into dtype's range (round half
+// to even, as PyTorch); dtype kInt8 (qint8) or kUInt8 (quint8).
+QuantizedTensor quantize_per_tensor(const Tensor& x, double scale, int64_t zero_point, DType dtype);
+QuantizedTensor quantize_per_channel(const Tensor& x, const Tensor& scales, const Tensor& zero_points, int64_t axis,
+                                     DType dtype);
+
+// The exact int32 product a (M, K) uint8 times b (N, K) int8 transposed:
+// out[m, n] = sum_k a[m, k] b[n, k]. The kernel CPUs' dot-product
+// instructions run; K up to 2^16 (no int32 overflow).
+Tensor matmul_u8s8(const Tensor& a, const Tensor& b);
+
+// A Linear's weight for dynamic quantization: int8 values (out, in), one
+// symmetric scale per output row (zero point 0), and each row's sum (the
+// activations' zero point correction).
+struct DynamicLinearWeight {
+  Tensor values;    // int8 (out, in)
+  Tensor scales;    // float32 (out)
+  Tensor row_sums;  // int32 (out)
+};
+// Per-row symmetric int8 weights: scale = max |w| / 127 (or 1 for a zero row).
+DynamicLinearWeight quantize_linear_weight(const Tensor& weight);
+
+// y = x W^T + bias with x (..., in) float32 quantized per call to uint8
+// (its min and max, with 0, give the scale and zero point) and the int8
+// weight; the product is exact in int32, then scaled back to float32. Not
+// differentiable (inference), as PyTorch's dynamic quantized Linear.
+Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tensor& bias);
+
+// torch.ao.quantization.quantize_dynamic for Linear, in place: every
+// nn::Linear in the model runs linear_dynamic from now on (its float
+// weight stays for state_dict). Returns how many were quantized.
+int64_t quantize_dynamic(nn::Module& model);
+
+}  // namespace kiln::quant
