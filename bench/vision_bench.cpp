@@ -5,7 +5,8 @@
 // (O/groups); three of them for forward + backward), and against libtorch
 // 1.13 (Debian's libtorch-dev, oneDNN 2.6 inside) on the same call, with
 // the geometric mean of those ratios; then the Fashion-MNIST CNN's training
-// images/s against the same network in libtorch. Inputs are random.
+// images/s against the same network in libtorch; then the int8 dynamic
+// Linear against kiln's float32 Linear and libtorch's dynamic quantized one. Inputs are random.
 // `--json` prints one JSON object per line.
 #include <cblas.h>
 
@@ -110,6 +111,21 @@ int main(int argc, char** argv) {
   if (peer_cases > 0) {  // the geometric mean of the ratios, as one line (kiln and baseline: 1 and its inverse)
     const double geomean = std::exp(log_ratio_sum / peer_cases);
     rep.report("vision", "conv2d_geomean_vs_libtorch", "ratio", geomean, "libtorch_1.13", 1.0);
+  }
+  // int8 dynamic Linear 1024 -> 1024 against kiln's float32 Linear and libtorch's quantized one.
+  for (const int64_t m : {1, 16, 64, 256}) {
+    const Tensor xi = randn({m, 1024}), weight = randn({1024, 1024}) * 0.1, bias = randn({1024});
+    const quant::DynamicLinearWeight wq = quant::quantize_linear_weight(weight);
+    Tensor yi;
+    const double t_int8 = time_best([&] { yi = quant::linear_dynamic(xi, wq, bias); });
+    const double t_float = time_best([&] {
+      NoGradGuard no_grad;
+      yi = linear(xi, weight, bias);
+    });
+    const std::string name = "linear_dynamic_int8_1024x1024_b" + std::to_string(m);
+    rep.report("vision", name, "us", t_int8 * 1e6, "kiln_float32_linear", t_float * 1e6, false);
+    if (const auto t_torch = kiln::bench::peer::linear_dynamic_seconds(m, 1024, 1024, kiln::bench::kBenchThreads))
+      rep.report("vision", name, "us", t_int8 * 1e6, "libtorch_1.13_onednn_int8", *t_torch * 1e6, false);
   }
   const int64_t batch = 64;
   const double kiln_ips = cnn_train_images_per_second(batch, 30);

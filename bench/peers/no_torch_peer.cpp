@@ -12,4 +12,6 @@ std::optional<double> gpt_train_tokens_per_second(long, long, long, long, long, 
 std::optional<double> conv2d_seconds(const ConvShape&, bool, int) { return std::nullopt; }
 std::optional<double> cnn_train_images_per_second(long, int, int) { return std::nullopt; }
 
+std::optional<double> linear_dynamic_seconds(long, long, long, int) { return std::nullopt; }
+
 }  // namespace kiln::bench::peer

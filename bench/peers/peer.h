@@ -35,4 +35,8 @@ std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int thre
 // dropout, linear 128 -> 10; AdamW), random images, over `steps` steps after 2 warm-up steps.
 std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads);
 
+// Best-of-n seconds of libtorch's dynamic quantized Linear (quantized::linear_dynamic, int8 weights per tensor,
+// activations quantized per call) on the oneDNN engine; nullopt without it.
+std::optional<double> linear_dynamic_seconds(long batch, long in, long out, int threads);
+
 }  // namespace kiln::bench::peer

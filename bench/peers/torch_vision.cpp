@@ -1,6 +1,9 @@
 // libtorch 1.13 timings for kiln-bench-vision: conv2d (which libtorch runs
 // through oneDNN 2.6 where its heuristics pick it) and the Fashion-MNIST
-// CNN's training step, on random data.
+// CNN's training step, and its dynamic quantized Linear (Debian's build
+// has no FBGEMM: the oneDNN quantization engine), on random data.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -54,6 +57,26 @@ std::optional<double> cnn_train_images_per_second(long batch, int steps, int thr
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   return static_cast<double>(batch * steps) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::optional<double> linear_dynamic_seconds(long batch, long in, long out, int threads) {
+  torch::set_num_threads(threads);
+  const OpenBlasThreads blas(threads);
+  const auto& engines = at::globalContext().supportedQEngines();
+  if (std::find(engines.begin(), engines.end(), at::QEngine::ONEDNN) == engines.end()) return std::nullopt;
+  at::globalContext().setQEngine(at::QEngine::ONEDNN);
+  const auto w = torch::randn({out, in}) * 0.1, b = torch::randn({out}), x = torch::randn({batch, in});
+  const auto qw = at::quantize_per_tensor(w, (w.abs().max() / 127).item<double>(), 0, at::kQInt8);
+  using Packed = c10::intrusive_ptr<LinearPackedParamsBase>;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const Packed packed = dispatcher.findSchemaOrThrow("quantized::linear_prepack", "")
+                            .typed<Packed(at::Tensor, c10::optional<at::Tensor>)>()
+                            .call(qw, b);
+  const auto linear = dispatcher.findSchemaOrThrow("quantized::linear_dynamic", "")
+                          .typed<at::Tensor(at::Tensor, const Packed&, bool)>();
+  torch::NoGradGuard no_grad;
+  torch::Tensor y;
+  return time_best([&] { y = linear.call(x, packed, false); });
 }
 
 }  // namespace kiln::bench::peer

@@ -61,6 +61,7 @@ struct DynamicLinearWeight {
   Tensor values;    // int8 (out, in)
   Tensor scales;    // float32 (out)
   Tensor row_sums;  // int32 (out)
+  Tensor packed;    // int8: values in the VNNI kernel's layout (1-D)
 };
 // Per-row symmetric int8 weights: scale = max |w| / 127 (or 1 for a zero row).
 DynamicLinearWeight quantize_linear_weight(const Tensor& weight);

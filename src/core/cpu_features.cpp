@@ -5,6 +5,7 @@
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -92,12 +93,22 @@ std::vector<Capability> available_capabilities() {
   return out;
 }
 
+// cpu_capability()'s answer until set_cpu_capability changes it (-1: not
+// known): reading it from Highway runs CPUID, which kernels asking per call
+// (the int8 GEMM) would pay every time.
+namespace {
+std::atomic<int> cached_capability{-1};
+}  // namespace
+
 Capability cpu_capability() {
+  const int cached = cached_capability.load(std::memory_order_acquire);
+  if (cached >= 0) return static_cast<Capability>(cached);
   std::lock_guard<std::mutex> lock(cap_mu);
   const int64_t now = supported_targets() & HWY_TARGETS;
   Capability best = Capability::Scalar;
   for (Capability c : ladder())
     if (now & target_bits(c)) best = c;
+  cached_capability.store(static_cast<int>(best), std::memory_order_release);
   return best;
 }
 
@@ -117,6 +128,7 @@ void set_cpu_capability(Capability c) {
   }
   std::lock_guard<std::mutex> lock(cap_mu);
   hwy::DisableTargets(~allowed);
+  cached_capability.store(-1, std::memory_order_release);
 }
 
 }  // namespace kiln

@@ -33,6 +33,14 @@ const OpDef& kMatmulU8S8 = register_op(ops::with_backward(
     OpDef{"matmul_u8s8", "matmul_u8s8(Tensor a, Tensor b) -> Tensor", OpKind::Compute, int_mm_shape},
     &autograd::kNotDifferentiable));
 
+// The VNNI kernel's panels (kernels/cpu/int8_gemm.h): 16 rows by groups of 4 along K, 64 bytes each.
+std::vector<TensorMeta> packed_shape(std::span<const Tensor> in, const Attrs&) {
+  return ops::one_output({(in[0].size(0) + 15) / 16 * ((in[0].size(1) + 3) / 4) * 64}, kInt8);
+}
+const OpDef& kPackU8S8 = register_op(ops::with_backward(
+    OpDef{"pack_u8s8_weight", "pack_u8s8_weight(Tensor weight) -> Tensor", OpKind::Compute, packed_shape},
+    &autograd::kNotDifferentiable));
+
 std::vector<TensorMeta> linear_shape(std::span<const Tensor> in, const Attrs&) {
   Shape s = in[0].sizes();
   s.back() = in[1].size(0);
@@ -40,8 +48,8 @@ std::vector<TensorMeta> linear_shape(std::span<const Tensor> in, const Attrs&) {
 }
 const OpDef& kLinearDynamic = register_op(ops::with_backward(
     OpDef{"linear_dynamic",
-          "linear_dynamic(Tensor input, Tensor weight_values, Tensor weight_scales, Tensor weight_row_sums, Tensor? "
-          "bias, bool has_bias) -> Tensor",
+          "linear_dynamic(Tensor input, Tensor weight_values, Tensor weight_scales, Tensor weight_row_sums, Tensor "
+          "weight_packed, Tensor? bias, bool has_bias) -> Tensor",
           OpKind::Compute, linear_shape},
     &autograd::kNotDifferentiable));
 
@@ -135,8 +143,9 @@ DynamicLinearWeight quantize_linear_weight(const Tensor& weight) {
   const Tensor largest = w.numel() ? amax(abs(w), {1}) : zeros({w.size(0)});
   const Tensor scales = where(gt(largest, scalar_tensor(0.0, kFloat32)), largest / 127.0, ones_like(largest));
   const QuantizedTensor q = quantize_per_channel(w, scales, zeros({w.size(0)}, kInt64), 0, kInt8);
-  return {q.int_repr().contiguous(), scales.to(kFloat32).contiguous(),
-          sum(q.int_repr().to(kInt64), {1}).to(kInt32).contiguous()};
+  const Tensor values = q.int_repr().contiguous();
+  return {values, scales.to(kFloat32).contiguous(), sum(values.to(kInt64), {1}).to(kInt32).contiguous(),
+          ops::call(kPackU8S8, {values})};
 }
 
 Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tensor& bias) {
@@ -148,7 +157,7 @@ Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tenso
   if (bias.defined())
     check(bias.dim() == 1 && bias.size(0) == w.values.size(0), op, "expected a bias of shape [", w.values.size(0),
           "] but got ", shape_text(bias.sizes()));
-  std::vector<Tensor> in = {x.contiguous(), w.values, w.scales, w.row_sums};
+  std::vector<Tensor> in = {x.contiguous(), w.values, w.scales, w.row_sums, w.packed};
   if (bias.defined()) in.push_back(bias.detach().to(kFloat32).contiguous());
   return dispatch1(kLinearDynamic, std::span<const Tensor>(in), {{"has_bias", bias.defined()}});
 }

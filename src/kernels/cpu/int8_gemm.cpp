@@ -1,13 +1,18 @@
-// See int8_gemm.h. Each variant computes tiles of MR rows of A by NR rows
-// of B with MR x NR accumulators held in registers across K, then sums
-// each accumulator's lanes. The x86 variants are compiled with their own
+// See int8_gemm.h. VNNI: the packed layout, accumulators whose lanes are
+// output columns. AVX2 and scalar: tiles of MR rows of A by NR rows of B
+// (dot products along K) with MR x NR accumulators held in registers
+// across K, then each accumulator's lanes summed. The x86 variants are compiled with their own
 // target attributes, so one build carries all of them.
 #include "kernels/cpu/int8_gemm.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
 #include <utility>
 
 #include "kernels/cpu/loops.h"
+#include "kiln/error.h"
 #include "kiln/runtime.h"
 
 #if defined(__x86_64__)
@@ -30,32 +35,6 @@ void tile_scalar(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0, int6
 }
 
 #if defined(__x86_64__)
-// 64 bytes per step; the K tail through a masked load (zeros beyond K).
-template <int MR, int NR>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_vnni(const uint8_t* A, const int8_t* B, int32_t* C,
-                                                                        int64_t m0, int64_t n0, int64_t N, int64_t K) {
-  __m512i acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_si512();
-  for (int64_t k = 0; k < K; k += 64) {
-    const __mmask64 mask = K - k >= 64 ? ~__mmask64{0} : (__mmask64{1} << (K - k)) - 1;
-    __m512i a[MR], b[NR];
-    for (int i = 0; i < MR; ++i) a[i] = _mm512_maskz_loadu_epi8(mask, A + (m0 + i) * K + k);
-    for (int j = 0; j < NR; ++j) b[j] = _mm512_maskz_loadu_epi8(mask, B + (n0 + j) * K + k);
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], a[i], b[j]);
-  }
-  // The lanes summed through memory: GCC 12's _mm512_reduce_add_epi32 warns (uninitialised) and costs the same here.
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) {
-      alignas(64) int32_t lanes[16];
-      _mm512_store_si512(lanes, acc[i][j]);
-      int32_t s = 0;
-      for (int32_t v : lanes) s += v;
-      C[(m0 + i) * N + n0 + j] = s;
-    }
-}
-
 // 16 bytes per step widened to int16 (no saturation: vpmaddwd sums pairs of
 // exact int16 products into int32); the K tail in scalar.
 template <int MR, int NR>
@@ -86,17 +65,48 @@ __attribute__((target("avx2"))) void tile_avx2(const uint8_t* A, const int8_t* B
     }
 }
 
+// Packed B (see pack_b): MR rows of A by two panels (32 columns), 2 MR
+// accumulators; per group of 4 along K two 64-byte loads of B, MR
+// broadcasts of A's 4 bytes, 2 MR vpdpbusd.
+template <int MR>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void panel_pair_vnni(const uint8_t* A, int64_t lda,
+                                                                              const int8_t* p0, const int8_t* p1,
+                                                                              int32_t* C, int64_t m0, int64_t n0,
+                                                                              int64_t N, int64_t groups, bool two) {
+  __m512i acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m512i b0 = _mm512_loadu_si512(p0 + g * 64);
+    const __m512i b1 = two ? _mm512_loadu_si512(p1 + g * 64) : _mm512_setzero_si512();
+    for (int i = 0; i < MR; ++i) {
+      int32_t four;
+      std::memcpy(&four, A + (m0 + i) * lda + g * 4, 4);
+      const __m512i a = _mm512_set1_epi32(four);
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], a, b0);
+      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], a, b1);
+    }
+  }
+  const int64_t cols = std::min<int64_t>(32, N - n0);
+  const __mmask16 m_lo = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m_hi = cols <= 16 ? __mmask16(0) : cols >= 32 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - 16)) - 1);
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_epi32(C + (m0 + i) * N + n0, m_lo, acc[i][0]);
+    if (m_hi) _mm512_mask_storeu_epi32(C + (m0 + i) * N + n0 + 16, m_hi, acc[i][1]);
+  }
+}
+
+using PanelFn = void (*)(const uint8_t*, int64_t, const int8_t*, const int8_t*, int32_t*, int64_t, int64_t, int64_t,
+                         int64_t, bool);
+constexpr int kPackedMR = 8;
+template <int... I>
+constexpr std::array<PanelFn, sizeof...(I)> panel_kernels(std::integer_sequence<int, I...>) {
+  return {&panel_pair_vnni<I + 1>...};
+}
 #endif
 
 using TileFn = void (*)(const uint8_t*, const int8_t*, int32_t*, int64_t, int64_t, int64_t, int64_t);
 
 #if defined(__x86_64__)
-template <int MR, int NR>
-struct VnniTile {
-  static void run(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0, int64_t n0, int64_t N, int64_t K) {
-    tile_vnni<MR, NR>(A, B, C, m0, n0, N, K);
-  }
-};
 template <int MR, int NR>
 struct Avx2Tile {
   static void run(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0, int64_t n0, int64_t N, int64_t K) {
@@ -135,22 +145,58 @@ const char* int8_path_name(Int8Path p) {
   }
 }
 
+int64_t packed_b_bytes(int64_t N, int64_t K) { return (N + 15) / 16 * ((K + 3) / 4) * 64; }
+
+void pack_b(const int8_t* B, int64_t N, int64_t K, int8_t* packed) {
+  const int64_t groups = (K + 3) / 4;
+  std::memset(packed, 0, static_cast<size_t>(packed_b_bytes(N, K)));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) packed[((n / 16) * groups + k / 4) * 64 + (n % 16) * 4 + k % 4] = B[n * K + k];
+}
+
+void gemm_u8s8_packed(const uint8_t* A, int64_t lda, const int8_t* packed, int32_t* C, int64_t M, int64_t N,
+                      int64_t K) {
+#if defined(__x86_64__)
+  static constexpr auto kernels = panel_kernels(std::make_integer_sequence<int, kPackedMR>{});
+  const int64_t groups = (K + 3) / 4, panel = groups * 64, pairs = (N + 31) / 32;
+  // Pairs of panels per task: about kGrain multiply-adds each.
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, M * K * 32));
+  parallel_for(0, pairs, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t n0 = p * 32;
+      const int8_t* p0 = packed + (2 * p) * panel;
+      const bool two = n0 + 16 < N;
+      for (int64_t m0 = 0; m0 < M; m0 += kPackedMR) {
+        const int64_t mr = std::min<int64_t>(kPackedMR, M - m0);
+        kernels[static_cast<size_t>(mr - 1)](A, lda, p0, p0 + panel, C, m0, n0, N, groups, two);
+      }
+    }
+  });
+#else
+  (void)A, (void)lda, (void)packed, (void)C, (void)M, (void)N, (void)K;
+  fail("matmul_u8s8", "the packed int8 kernel needs AVX512-VNNI");
+#endif
+}
+
 void gemm_u8s8(const uint8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t N, int64_t K) {
   const Int8Path path = int8_path();
+  if (path == Int8Path::VNNI) {  // packed (rows of A padded to a multiple of 4)
+    std::vector<int8_t> packed(static_cast<size_t>(packed_b_bytes(N, K)));
+    pack_b(B, N, K, packed.data());
+    const int64_t lda = (K + 3) / 4 * 4;
+    std::vector<uint8_t> padded(static_cast<size_t>(M * lda), 0);
+    for (int64_t m = 0; m < M; ++m) std::memcpy(padded.data() + m * lda, A + m * K, static_cast<size_t>(K));
+    return gemm_u8s8_packed(padded.data(), lda, packed.data(), C, M, N, K);
+  }
   // Columns of C per task: about kGrain multiply-adds each, whole tiles of 4.
   const int64_t grain = std::max<int64_t>(4, kGrain / std::max<int64_t>(1, M * K) / 4 * 4);
   parallel_for(0, N, grain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-    if (path != Int8Path::Scalar) {
-      static const Kernels<VnniTile, 4, 4> vnni;
+    if (path == Int8Path::AVX2) {
       static const Kernels<Avx2Tile, 2, 4> avx2;
-      const int64_t MR = path == Int8Path::VNNI ? 4 : 2, NR = 4;
+      constexpr int64_t MR = 2, NR = 4;
       for (int64_t n0 = begin; n0 < end; n0 += NR)
-        for (int64_t m0 = 0; m0 < M; m0 += MR) {
-          const int64_t mr = std::min(MR, M - m0), nr = std::min(NR, end - n0);
-          const TileFn fn = path == Int8Path::VNNI ? vnni.fn[mr - 1][nr - 1] : avx2.fn[mr - 1][nr - 1];
-          fn(A, B, C, m0, n0, N, K);
-        }
+        for (int64_t m0 = 0; m0 < M; m0 += MR) avx2.fn[std::min(MR, M - m0) - 1][std::min(NR, end - n0) - 1](A, B, C, m0, n0, N, K);
       return;
     }
 #endif

@@ -51,7 +51,8 @@ void batch_norm_training_kernel(const OpCall& c);  // x, [w], [b]; attrs: eps, h
 void batch_norm_backward_kernel(const OpCall& c);  // grad, x, [w], mean, var -> grad x, w, b (those asked for)
 
 void matmul_u8s8_kernel(const OpCall& c);     // a uint8 (M, K), b int8 (N, K) -> int32 a b^T
-void linear_dynamic_kernel(const OpCall& c);  // x f32, w int8, w scales, w row sums, [bias]; attrs: has_bias
+void pack_u8s8_weight_kernel(const OpCall& c);  // int8 (N, K) -> the VNNI kernel's layout
+void linear_dynamic_kernel(const OpCall& c);  // x f32, w int8, w scales, w row sums, w packed, [bias]; attrs: has_bias
 
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log
 void layer_norm_kernel(const OpCall& c);  // x, [w], [b]; attrs: n, eps, has_weight, has_bias, rms

@@ -54,6 +54,7 @@ const bool registered = [] {
     {"batch_norm_training", batch_norm_training_kernel},
     {"batch_norm_backward", batch_norm_backward_kernel},
     {"matmul_u8s8", matmul_u8s8_kernel},
+    {"pack_u8s8_weight", pack_u8s8_weight_kernel},
     {"linear_dynamic", linear_dynamic_kernel},
     {"softmax", softmax_kernel},
     {"layer_norm", layer_norm_kernel},

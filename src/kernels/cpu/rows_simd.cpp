@@ -87,6 +87,27 @@ float MaxF32(const float* x, size_t n) {
   return any_nan ? std::numeric_limits<float>::quiet_NaN() : r;
 }
 
+bool MinMaxF32(const float* x, size_t n, float* lo_out, float* hi_out) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  auto lo = hn::Set(d, std::numeric_limits<float>::infinity()), hi = hn::Neg(lo);
+  auto bad = hn::Zero(d);  // non-zero where an inf or NaN was seen (v - v is not 0 for them)
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(d, x + i);
+    lo = hn::Min(lo, v), hi = hn::Max(hi, v);
+    bad = hn::Or(bad, hn::VecFromMask(d, hn::Ne(hn::Sub(v, v), hn::Zero(d))));
+  }
+  float l = hn::GetLane(hn::MinOfLanes(d, lo)), h = hn::GetLane(hn::MaxOfLanes(d, hi));
+  bool finite = hn::AllTrue(d, hn::Eq(bad, hn::Zero(d)));
+  for (; i < n; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    l = std::min(l, x[i]), h = std::max(h, x[i]);
+  }
+  *lo_out = l, *hi_out = h;
+  return finite;
+}
+
 void AccumulateF32(float* acc, const float* x, size_t n) {
   const D d;
   const size_t N = hn::Lanes(d);
@@ -211,6 +232,7 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::cpu::simd {
 HWY_EXPORT(SumF32);
 HWY_EXPORT(MaxF32);
+HWY_EXPORT(MinMaxF32);
 HWY_EXPORT(AccumulateF32);
 HWY_EXPORT(SoftmaxRowF32);
 HWY_EXPORT(LayerNormRowF32);
@@ -218,6 +240,7 @@ HWY_EXPORT(RmsNormRowF32);
 
 float sum_f32(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(x, n); }
 float max_f32(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x, n); }
+bool min_max_f32(const float* x, size_t n, float* lo, float* hi) { return HWY_DYNAMIC_DISPATCH(MinMaxF32)(x, n, lo, hi); }
 void accumulate_f32(float* acc, const float* x, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateF32)(acc, x, n); }
 void softmax_row_f32(const float* x, float* out, size_t n, bool log) {
   HWY_DYNAMIC_DISPATCH(SoftmaxRowF32)(x, out, n, log);

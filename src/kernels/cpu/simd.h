@@ -20,6 +20,8 @@ void binary_f32(int op, const float* a, size_t a_step, const float* b, size_t b_
 // Reductions over contiguous data.
 float sum_f32(const float* x, size_t n);
 float max_f32(const float* x, size_t n);  // -inf for n == 0; NaN if any is NaN
+// The smallest and largest of x[0, n) (+inf and -inf for n == 0); false if any is inf or NaN.
+bool min_max_f32(const float* x, size_t n, float* lo, float* hi);
 void accumulate_f32(float* acc, const float* x, size_t n);  // acc[i] += x[i]
 
 // Row kernels of the fused nn functions.
