@@ -3,7 +3,8 @@
 # Debian's Fashion-MNIST (512 training, 256 test images, IDX files written
 # here): two epochs straight and the same two stopped after the first
 # (--time-limit) then resumed give byte-identical checkpoints; eval reads
-# the accuracy back; flags of the other task are refused by name.
+# the accuracy back, float and int8, and a GPT checkpoint's validation
+# loss; flags of the other task are refused by name.
 # Usage: fashion_mnist.sh path/to/kiln
 set -euo pipefail
 KILN=$(realpath "$1")
@@ -44,7 +45,17 @@ expect_error() {  # expect_error TEXT ARGS...: the command fails, saying TEXT
 expect_error "--layers applies to the GPT task" train --task fashion-mnist --layers 2 --out x.safetensors
 expect_error "--epochs applies to --task fashion-mnist" train --epochs 2 --out x.safetensors
 expect_error "[safetensors] header length" eval --ckpt out.txt --data data
-"$KILN" train --data out.txt --layers 1 --width 8 --heads 2 --context 8 --batch 2 --steps 1 --out gpt.safetensors >/dev/null 2>&1
-expect_error "not a Fashion-MNIST checkpoint" eval --ckpt gpt.safetensors --data data
+# int8 (the Linear layers dynamically quantized) evaluates the same checkpoint.
+"$KILN" eval --ckpt straight.safetensors --data data --quantize int8 >eval.txt 2>&1
+grep -q "^test accuracy [0-9.]*% on 256 images (straight.safetensors, after 2 epochs, int8)" eval.txt ||
+  { echo "FAIL: int8 eval:"; cat eval.txt; exit 1; }
+# A GPT checkpoint: its validation loss, float and int8.
+for i in $(seq 1 200); do echo "line $i of a plain text that is not a fortune file"; done >text.txt
+"$KILN" train --data text.txt --layers 1 --width 16 --heads 2 --context 16 --batch 2 --steps 2 --eval-every 2 \
+  --out gpt.safetensors >/dev/null 2>&1
+for q in none int8; do
+  "$KILN" eval --ckpt gpt.safetensors --data text.txt --quantize $q --batches 2 >eval.txt 2>&1
+  grep -q "^validation loss [0-9.]* nats/char over 2 batches" eval.txt || { echo "FAIL: GPT eval ($q):"; cat eval.txt; exit 1; }
+done
 expect_error "install Debian's 'dataset-fashion-mnist'" eval --ckpt straight.safetensors --data missing
-echo "fashion-mnist: resumed run identical, eval agrees, bad flags refused"
+echo "fashion-mnist: resumed run identical, eval agrees (float, int8, GPT), bad flags refused"

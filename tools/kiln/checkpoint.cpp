@@ -163,6 +163,8 @@ void load_optimizer(const std::string& path, optim::AdamW& opt) {
   opt.load_state_dict(state.count("step") ? from_flat_adamw_layout(state, opt) : state);
 }
 
+Generator validation_generator(uint64_t seed) { return Generator(seed ^ 0x76616c6964617465u); }  // "validate"
+
 std::string default_corpus() {
   const std::filesystem::path dir = "/usr/share/games/fortunes";
   check(std::filesystem::is_directory(dir), "train", "no --data given and ", dir.string(),

@@ -40,6 +40,11 @@ std::unique_ptr<nn::GPT> load_model(const std::string& path, TrainState* st = nu
 // Loads the optimizer state into an optimizer over the loaded model's parameters.
 void load_optimizer(const std::string& path, optim::AdamW& opt);
 
+// The stream validation windows come from (kiln train's evaluations and
+// kiln eval): its own, seeded from the run's seed, so evaluating never
+// moves the training batches' stream.
+Generator validation_generator(uint64_t seed);
+
 // The default corpus: every fortune file of Debian's `fortunes` package.
 std::string default_corpus();
 

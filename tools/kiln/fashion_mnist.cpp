@@ -194,14 +194,16 @@ void train_fashion_mnist(const CnnTrainArgs& a) {
   }
 }
 
-void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir) {
+void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir, bool int8) {
   nn::Sequential model;
   build_fashion_mnist_cnn(model);
   Checkpoint state;
   load(ckpt, model, &state);
+  if (int8) std::cerr << "int8: " << quant::quantize_dynamic(model) << " Linear layers quantized (convolutions stay float32)\n";
   const Data data = load_data(data_dir.empty() ? kFashionMnistDir : data_dir);
   std::cout << "test accuracy " << 100 * accuracy(model, data.test) << "% on " << data.test.images.size(0)
-            << " images (" << ckpt << ", after " << state.epochs_done << " epochs)" << std::endl;
+            << " images (" << ckpt << ", after " << state.epochs_done << " epochs" << (int8 ? ", int8" : "") << ")"
+            << std::endl;
 }
 
 }  // namespace kiln::cli

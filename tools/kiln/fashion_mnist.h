@@ -21,8 +21,9 @@ struct CnnTrainArgs {
 void build_fashion_mnist_cnn(nn::Sequential& m);
 
 void train_fashion_mnist(const CnnTrainArgs& a);
-// Test accuracy of a checkpoint written by train_fashion_mnist, printed.
-void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir);
+// Test accuracy of a checkpoint written by train_fashion_mnist, printed;
+// with int8, its Linear layers dynamically quantized first.
+void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir, bool int8 = false);
 
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 

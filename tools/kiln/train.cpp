@@ -86,7 +86,7 @@ double eval_loss(nn::GPT& model, const io::TextDataset& data, const TrainArgs& a
   // own: losses compare across evaluations, and evaluating never moves the
   // training batches' stream (a run resumed from a checkpoint written after
   // an evaluation draws what the uninterrupted run draws).
-  Generator validation(static_cast<uint64_t>(a.seed) ^ 0x76616c6964617465u);  // "validate"
+  Generator validation = validation_generator(static_cast<uint64_t>(a.seed));
   for (int64_t i = 0; i < a.eval_batches; ++i) {
     auto [x, y] = data.batch(true, a.batch, model.config().block_size, validation);
     x = my_rows(x, a.batch), y = my_rows(y, a.batch);
