@@ -5,18 +5,19 @@
 // fastest); the tensors are reordered into it and the result back. Built
 // primitives are kept per geometry, since building one (choosing and
 // JIT-compiling an implementation) costs more than running a small one.
-//
-// oneDNN's Debian build runs on OpenMP threads, a second pool beside
-// kiln's: each call asks it for get_num_threads() threads, and kiln's pool
-// is idle while a convolution runs, so the two do not compete.
+// The batch is split over kiln's thread pool (Note [One thread pool for
+// oneDNN]).
+#include <algorithm>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/loops.h"
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 
@@ -113,23 +114,27 @@ Primitives& primitives(const Geometry& g, bool backward_data, bool backward_weig
   const std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<Primitives>& p = cache[g.key];
   const memory::desc bias = g.bias.empty() ? memory::desc() : memory::desc(g.bias, memory::data_type::f32, memory::format_tag::a);
+  // A scratchpad per execution (Args' DNNL_ARG_SCRATCHPAD), so that two
+  // threads may run one primitive at once.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (!p) {
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                       any(g.src), any(g.weights), bias, any(g.dst), g.strides, g.dilates, g.padding,
                                       g.padding);
-    dnnl::convolution_forward::primitive_desc pd(d, engine());
+    dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
     p = std::make_unique<Primitives>(Primitives{pd, dnnl::convolution_forward(pd), {}, {}, {}, {}});
   }
   if (backward_data && !p->data) {
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(g.src), any(g.weights),
                                             any(g.dst), g.strides, g.dilates, g.padding, g.padding);
-    p->data_pd.emplace(d, engine(), p->forward_pd);
+    p->data_pd.emplace(d, attr, engine(), p->forward_pd);
     p->data.emplace(*p->data_pd);
   }
   if (backward_weights && !p->weights) {
     dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any(g.src), any(g.weights), bias,
                                                any(g.dst), g.strides, g.dilates, g.padding, g.padding);
-    p->weights_pd.emplace(d, engine(), p->forward_pd);
+    p->weights_pd.emplace(d, attr, engine(), p->forward_pd);
     p->weights.emplace(*p->weights_pd);
   }
   return *p;
@@ -139,10 +144,12 @@ void check_float32(const Tensor& t) {
   check(t.dtype() == kFloat32, "convolution", "the oneDNN kernel expects float32 tensors but got ", t.dtype());
 }
 
-// Runs fn with oneDNN on kiln's thread count, oneDNN's errors as kiln's.
+// The memory a primitive works in, for one execution.
+memory scratchpad(const memory::desc& d) { return memory(d, engine()); }
+
+// oneDNN's errors as kiln's.
 template <class Fn>
 void run(const Fn& fn) {
-  omp_set_num_threads(get_num_threads());
   try {
     fn();
   } catch (const dnnl::error& e) {
@@ -150,21 +157,47 @@ void run(const Fn& fn) {
   }
 }
 
+// Note [One thread pool for oneDNN]
+// Debian's oneDNN runs on OpenMP threads, which spin for a while after each
+// parallel region: beside kiln's own pool (the batch norms, poolings and
+// activations between convolutions) they took a core from it, and a CNN's
+// training step ran 1.5x slower than with OMP_WAIT_POLICY=passive. So the
+// batch is split over kiln's pool instead, one chunk of images per thread,
+// each running oneDNN on that one thread (an OpenMP region of one thread
+// starts no team). With fewer images than threads, the whole batch runs on
+// oneDNN's own threads.
+template <class Chunk>
+void over_batch(int64_t N, const Chunk& chunk) {
+  const int64_t threads = get_num_threads(), chunks = std::min<int64_t>(threads, N);
+  if (chunks <= 1) {
+    omp_set_num_threads(static_cast<int>(threads));
+    return run([&] { chunk(int64_t{0}, N, int64_t{0}); });
+  }
+  parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    omp_set_num_threads(1);
+    for (int64_t i = begin; i < end; ++i) run([&] { chunk(i * N / chunks, (i + 1) * N / chunks, i); });
+  });
+}
+
+// Images [n0, n1) of an (N, ...) tensor.
+Tensor images(const Tensor& t, int64_t n0, int64_t n1) { return narrowed(t, 0, n0, n1 - n0); }
+
 }  // namespace
 
 void convolution_kernel(const OpCall& c) {
   const bool has_bias = c.attrs.get_bool("has_bias");
   const Tensor x = describable(c.inputs[0]), w = describable(c.inputs[1]);
-  const Tensor& y = c.outputs[0];
   check_float32(x), check_float32(w);
-  run([&] {
-    const Geometry g = geometry(x, w, y, c.attrs, has_bias);
+  over_batch(x.size(0), [&](int64_t n0, int64_t n1, int64_t) {
+    const Tensor xs = images(x, n0, n1), ys = images(c.outputs[0], n0, n1);
+    const Geometry g = geometry(xs, w, ys, c.attrs, has_bias);
     Primitives& p = primitives(g, false, false);
     dnnl::stream s(engine());
-    Args args{{DNNL_ARG_SRC, in_layout(user_memory(x, g.src), p.forward_pd.src_desc(), s)},
-              {DNNL_ARG_WEIGHTS, in_layout(user_memory(w, g.weights), p.forward_pd.weights_desc(), s)}};
+    Args args{{DNNL_ARG_SRC, in_layout(user_memory(xs, g.src), p.forward_pd.src_desc(), s)},
+              {DNNL_ARG_WEIGHTS, in_layout(user_memory(w, g.weights), p.forward_pd.weights_desc(), s)},
+              {DNNL_ARG_SCRATCHPAD, scratchpad(p.forward_pd.scratchpad_desc())}};
     if (has_bias) args[DNNL_ARG_BIAS] = user_memory(describable(c.inputs[2]), g.bias);
-    OutputMemory out(user_memory(y, g.dst), p.forward_pd.dst_desc());
+    OutputMemory out(user_memory(ys, g.dst), p.forward_pd.dst_desc());
     args[DNNL_ARG_DST] = out.mem;
     p.forward.execute(s, args);
     out.finish(s);
@@ -177,32 +210,51 @@ void convolution_backward_kernel(const OpCall& c) {
              want_bias = c.attrs.get_bool("bias_grad");
   const Tensor gy = describable(c.inputs[0]), x = describable(c.inputs[1]), w = describable(c.inputs[2]);
   check_float32(gy), check_float32(x), check_float32(w);
-  run([&] {
+  const int64_t N = x.size(0), chunks = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  // Each chunk's weight (and bias) gradient, summed after; the weight's is
+  // computed with the bias's even when only one is wanted.
+  std::vector<Tensor> gw(static_cast<size_t>(chunks)), gb(static_cast<size_t>(chunks));
+  over_batch(N, [&](int64_t n0, int64_t n1, int64_t chunk) {
+    const Tensor xs = images(x, n0, n1), gys = images(gy, n0, n1);
     // The geometry of the forward (with a bias exactly when its gradient is wanted).
-    const Geometry g = geometry(x, w, gy, c.attrs, want_bias);
+    const Geometry g = geometry(xs, w, gys, c.attrs, want_bias);
     Primitives& p = primitives(g, want_input, want_weight || want_bias);
     dnnl::stream s(engine());
-    const memory user_gy = user_memory(gy, g.dst);
+    const memory user_gy = user_memory(gys, g.dst);
     if (want_input) {
-      OutputMemory gx(user_memory(c.outputs[0], g.src), p.data_pd->diff_src_desc());
+      OutputMemory gx(user_memory(images(c.outputs[0], n0, n1), g.src), p.data_pd->diff_src_desc());
       p.data->execute(s, {{DNNL_ARG_DIFF_DST, in_layout(user_gy, p.data_pd->diff_dst_desc(), s)},
                           {DNNL_ARG_WEIGHTS, in_layout(user_memory(w, g.weights), p.data_pd->weights_desc(), s)},
-                          {DNNL_ARG_DIFF_SRC, gx.mem}});
+                          {DNNL_ARG_DIFF_SRC, gx.mem},
+                          {DNNL_ARG_SCRATCHPAD, scratchpad(p.data_pd->scratchpad_desc())}});
       gx.finish(s);
     }
     if (want_weight || want_bias) {
-      // The weight's gradient is computed with the bias's even when only one is wanted.
-      const Tensor gw = want_weight ? c.outputs[1] : empty(w.sizes(), TensorOptions(kFloat32));
-      OutputMemory gwm(user_memory(gw, g.weights), p.weights_pd->diff_weights_desc());
-      Args args{{DNNL_ARG_SRC, in_layout(user_memory(x, g.src), p.weights_pd->src_desc(), s)},
+      const size_t k = static_cast<size_t>(chunk);
+      gw[k] = empty(w.sizes(), TensorOptions(kFloat32));
+      OutputMemory gwm(user_memory(gw[k], g.weights), p.weights_pd->diff_weights_desc());
+      Args args{{DNNL_ARG_SRC, in_layout(user_memory(xs, g.src), p.weights_pd->src_desc(), s)},
                 {DNNL_ARG_DIFF_DST, in_layout(user_gy, p.weights_pd->diff_dst_desc(), s)},
-                {DNNL_ARG_DIFF_WEIGHTS, gwm.mem}};
-      if (want_bias) args[DNNL_ARG_DIFF_BIAS] = user_memory(c.outputs[2], g.bias);
+                {DNNL_ARG_DIFF_WEIGHTS, gwm.mem},
+                {DNNL_ARG_SCRATCHPAD, scratchpad(p.weights_pd->scratchpad_desc())}};
+      if (want_bias) {
+        gb[k] = empty({w.size(0)}, TensorOptions(kFloat32));
+        args[DNNL_ARG_DIFF_BIAS] = user_memory(gb[k], g.bias);
+      }
       p.weights->execute(s, args);
       gwm.finish(s);
     }
     s.wait();
   });
+  // The chunks' sums, in chunk order (the same result for any thread timing).
+  auto total = [&](const std::vector<Tensor>& parts, const Tensor& out) {
+    float* o = out.data_ptr<float>();
+    std::fill(o, o + out.numel(), 0.0f);
+    for (const Tensor& part : parts)
+      for (int64_t i = 0; i < out.numel(); ++i) o[i] += part.data_ptr<float>()[i];
+  };
+  if (want_weight) total(gw, c.outputs[1]);
+  if (want_bias) total(gb, c.outputs[2]);
 }
 
 }  // namespace kiln::cpu
