@@ -8,6 +8,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "kiln/tensor.h"
 
@@ -71,6 +73,57 @@ DynamicLinearWeight quantize_linear_weight(const Tensor& weight);
 // weight; the product is exact in int32, then scaled back to float32. Not
 // differentiable (inference), as PyTorch's dynamic quantized Linear.
 Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tensor& bias);
+
+// Observers (torch.ao.quantization's) for static quantization: each sees
+// calibration batches (observe) and gives the scale and zero point that
+// cover them (calculate_qparams), by PyTorch's formulas: the range always
+// holds 0; affine: scale = (max - min) / (qmax - qmin), zero_point = qmin -
+// round(min / scale); symmetric: scale = max |x| / ((qmax - qmin) / 2),
+// zero_point 0 (qint8) or 128 (quint8); scale at least float32's epsilon.
+struct QParams {
+  Tensor scales;       // float64: one (per tensor) or one per channel
+  Tensor zero_points;  // int64, alike
+};
+
+class MinMaxObserver {
+ public:
+  // dtype kInt8 (qint8) or kUInt8 (quint8); scheme PerTensorAffine (with
+  // symmetric) or PerChannelAffine along ch_axis.
+  explicit MinMaxObserver(DType dtype = kUInt8, bool symmetric = false, QScheme scheme = QScheme::PerTensorAffine,
+                          int64_t ch_axis = 0);
+  void observe(const Tensor& x);
+  QParams calculate_qparams() const;
+  const Tensor& min_val() const { return min_; }  // undefined before the first batch
+  const Tensor& max_val() const { return max_; }
+
+ private:
+  DType dtype_;
+  bool symmetric_;
+  QScheme scheme_;
+  int64_t axis_;
+  Tensor min_, max_;
+};
+
+// The range that minimises the quantization error of what it has seen: a
+// histogram of `bins` bins over the running min/max (re-binned when the range
+// grows), then, as PyTorch's HistogramObserver, a greedy search shrinking
+// the range one bin at a time from whichever end lowers the estimated L2
+// error (values clipped beyond the range, plus step^2 / 12 for each value
+// inside); the best range gives the affine qparams. Per tensor only.
+class HistogramObserver {
+ public:
+  explicit HistogramObserver(DType dtype = kUInt8, int64_t bins = 2048);
+  void observe(const Tensor& x);
+  QParams calculate_qparams() const;
+  // The chosen range [lo, hi] (before the range is widened to hold 0).
+  std::pair<double, double> chosen_range() const;
+
+ private:
+  DType dtype_;
+  std::vector<double> histogram_;
+  double lo_ = 0, hi_ = 0;
+  bool seen_ = false;
+};
 
 // torch.ao.quantization.quantize_dynamic for Linear, in place: every
 // nn::Linear in the model runs linear_dynamic from now on (its float

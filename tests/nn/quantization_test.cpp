@@ -186,5 +186,61 @@ TEST(Quantization, QuantizeDynamicSwitchesEveryLinear) {
   EXPECT_LT(worst, 0.05 * spread);
 }
 
+TEST(Quantization, MinMaxObserverQParamsByHand) {
+  quant::MinMaxObserver affine;  // quint8, per tensor
+  affine.observe(tensor({-1.0, 2.0}));
+  affine.observe(tensor({3.0, -0.5}));
+  EXPECT_EQ(affine.min_val().item<double>(), -1.0);
+  EXPECT_EQ(affine.max_val().item<double>(), 3.0);
+  quant::QParams q = affine.calculate_qparams();
+  EXPECT_DOUBLE_EQ(q.scales.item<double>(), 4.0 / 255);
+  EXPECT_EQ(q.zero_points.item<int64_t>(), 64);  // round(1 / (4 / 255)) = round(63.75)
+  quant::MinMaxObserver symmetric(kInt8, true);
+  symmetric.observe(tensor({-1.0, 2.0, 3.0}));
+  q = symmetric.calculate_qparams();
+  EXPECT_DOUBLE_EQ(q.scales.item<double>(), 3.0 / 127.5);
+  EXPECT_EQ(q.zero_points.item<int64_t>(), 0);
+  quant::MinMaxObserver positive;  // the range always holds 0
+  positive.observe(tensor({1.0, 5.0}));
+  q = positive.calculate_qparams();
+  EXPECT_DOUBLE_EQ(q.scales.item<double>(), 5.0 / 255);
+  EXPECT_EQ(q.zero_points.item<int64_t>(), 0);
+  quant::MinMaxObserver channels(kInt8, true, quant::QScheme::PerChannelAffine, 1);
+  channels.observe(tensor({1.0, -4.0, 0.5, -2.0, 2.0, 0.25}).reshape({2, 3}));
+  q = channels.calculate_qparams();
+  expect_close(q.scales, {2.0 / 127.5, 4.0 / 127.5, 0.5 / 127.5}, 1e-15, 0, "per-channel scales");
+  expect_error([&] { quant::MinMaxObserver().calculate_qparams(); }, {"[MinMaxObserver]", "before any observed"});
+  expect_error([&] { quant::MinMaxObserver().observe(tensor({1.0, std::nan("")})); }, {"[MinMaxObserver]", "finite"});
+  expect_error([&] { quant::MinMaxObserver observer(kInt32); }, {"int8", "int32"});
+  expect_error([&] { channels.observe(ones({2, 4})); }, {"[MinMaxObserver]", "3 channels", "4"});
+}
+
+// The histogram's search weighs clipping (the clipped values' squared
+// distance) against rounding noise (step^2 / 12 for every value): with a
+// million values one far outlier costs less clipped than the 10x coarser
+// step covering it, so the range leaves it out and the mean squared error
+// beats min/max's; with few values the full range stays.
+TEST(Quantization, HistogramObserverClipsWhereItPays) {
+  manual_seed(7106);
+  const Tensor x = cat({randn({1000000}, kFloat64), full({1}, 100.0, kFloat64)});
+  quant::HistogramObserver histogram;
+  quant::MinMaxObserver minmax;
+  histogram.observe(x.narrow(0, 0, 500000)), histogram.observe(x.narrow(0, 500000, 500001));  // the range grows
+  minmax.observe(x);
+  const auto [lo, hi] = histogram.chosen_range();
+  EXPECT_LT(hi, 10.0);
+  EXPECT_GT(hi, 3.0);
+  EXPECT_LT(lo, -3.0);
+  auto mse = [&](const quant::QParams& q) {
+    const Tensor back = quant::quantize_per_tensor(x, q.scales.item<double>(), q.zero_points.item<int64_t>(), kUInt8).dequantize();
+    return mean(square(back.to(kFloat64) - x)).item<double>();
+  };
+  EXPECT_LT(mse(histogram.calculate_qparams()), mse(minmax.calculate_qparams()));
+  quant::HistogramObserver few;
+  few.observe(x.narrow(0, 999000, 1001));
+  EXPECT_GT(few.chosen_range().second, 99.0);  // at most a bin or two off the top
+  expect_error([&] { quant::HistogramObserver().calculate_qparams(); }, {"[HistogramObserver]", "before any observed"});
+}
+
 }  // namespace
 }  // namespace kiln::test
