@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   // int8 dynamic Linear 1024 -> 1024 against kiln's float32 Linear and libtorch's quantized one.
   for (const int64_t m : {1, 16, 64, 256}) {
     const Tensor xi = randn({m, 1024}), weight = randn({1024, 1024}) * 0.1, bias = randn({1024});
-    const quant::DynamicLinearWeight wq = quant::quantize_linear_weight(weight);
+    const quant::Int8Weight wq = quant::quantize_weight(weight);
     Tensor yi;
     const double t_int8 = time_best([&] { yi = quant::linear_dynamic(xi, wq, bias); });
     const double t_float = time_best([&] {

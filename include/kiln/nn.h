@@ -18,7 +18,7 @@
 #include "kiln/tensor.h"
 
 namespace kiln::quant {
-struct DynamicLinearWeight;
+struct Int8Weight;
 }
 
 namespace kiln::nn {
@@ -175,7 +175,7 @@ class Linear : public UnaryModule {
   Tensor weight, bias;  // weight (out, in), bias (out) or undefined
   // Set by quant::quantize_dynamic: forward runs quant::linear_dynamic on
   // these int8 weights (float32 inputs; inference only).
-  std::shared_ptr<const quant::DynamicLinearWeight> dynamic_int8;
+  std::shared_ptr<const quant::Int8Weight> dynamic_int8;
 };
 
 // N(0, 1) rows; the padding_idx row starts at zero and gets no gradient;

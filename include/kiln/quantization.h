@@ -56,23 +56,26 @@ QuantizedTensor quantize_per_channel(const Tensor& x, const Tensor& scales, cons
 // instructions run; K up to 2^16 (no int32 overflow).
 Tensor matmul_u8s8(const Tensor& a, const Tensor& b);
 
-// A Linear's weight for dynamic quantization: int8 values (out, in), one
-// symmetric scale per output row (zero point 0), and each row's sum (the
-// activations' zero point correction).
-struct DynamicLinearWeight {
-  Tensor values;    // int8 (out, in)
+// A weight in int8 for the int8 kernels (Linear's (out, in); a
+// convolution's (out, in / groups, k...) as (out, in / groups * k...)):
+// int8 values, one symmetric scale per output row (zero point 0), each
+// row's sum (the activations' zero point correction), and the values in
+// the VNNI kernel's packed layout.
+struct Int8Weight {
+  Tensor values;    // int8 (out, K)
   Tensor scales;    // float32 (out)
   Tensor row_sums;  // int32 (out)
   Tensor packed;    // int8: values in the VNNI kernel's layout (1-D)
 };
-// Per-row symmetric int8 weights: scale = max |w| / 127 (or 1 for a zero row).
-DynamicLinearWeight quantize_linear_weight(const Tensor& weight);
+// Per-row symmetric int8 weights: scale = max |w| / 127 (or 1 for a zero
+// row); a weight of more than 2 dims is flattened after its first.
+Int8Weight quantize_weight(const Tensor& weight);
 
 // y = x W^T + bias with x (..., in) float32 quantized per call to uint8
 // (its min and max, with 0, give the scale and zero point) and the int8
 // weight; the product is exact in int32, then scaled back to float32. Not
 // differentiable (inference), as PyTorch's dynamic quantized Linear.
-Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tensor& bias);
+Tensor linear_dynamic(const Tensor& x, const Int8Weight& w, const Tensor& bias);
 
 // Observers (torch.ao.quantization's) for static quantization: each sees
 // calibration batches (observe) and gives the scale and zero point that
@@ -124,6 +127,14 @@ class HistogramObserver {
   double lo_ = 0, hi_ = 0;
   bool seen_ = false;
 };
+
+// conv2d with int8 arithmetic: x (N, C, H, W) float32 quantized to uint8
+// with the given (calibrated) scale and zero point, the int8 weight of
+// quantize_weight(weight (O, C, kh, kw)); im2col (padding holds the zero
+// point, i.e. 0.0), the exact int32 GEMM, then scaled back to float32 with
+// the bias. groups = 1. Not differentiable (inference).
+Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, const Shape& kernel, const Shape& stride,
+                   const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point);
 
 // torch.ao.quantization.quantize_dynamic for Linear, in place: every
 // nn::Linear in the model runs linear_dynamic from now on (its float

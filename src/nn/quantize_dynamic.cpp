@@ -9,7 +9,7 @@ int64_t quantize_dynamic(nn::Module& model) {
   int64_t count = 0;
   for (const auto& [name, m] : model.named_modules())  // the model itself included
     if (auto* linear = dynamic_cast<nn::Linear*>(m)) {
-      linear->dynamic_int8 = std::make_shared<const DynamicLinearWeight>(quantize_linear_weight(linear->weight));
+      linear->dynamic_int8 = std::make_shared<const Int8Weight>(quantize_weight(linear->weight));
       ++count;
     }
   return count;

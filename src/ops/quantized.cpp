@@ -53,6 +53,18 @@ const OpDef& kLinearDynamic = register_op(ops::with_backward(
           OpKind::Compute, linear_shape},
     &autograd::kNotDifferentiable));
 
+std::vector<TensorMeta> conv_shape(std::span<const Tensor> in, const Attrs& a) {
+  const Shape& out = a.get_shape("out");
+  return ops::one_output({in[0].size(0), in[1].size(0), out[0], out[1]}, kFloat32);
+}
+const OpDef& kConv2dInt8 = register_op(ops::with_backward(
+    OpDef{"conv2d_int8",
+          "conv2d_int8(Tensor input, Tensor weight_values, Tensor weight_scales, Tensor weight_row_sums, Tensor "
+          "weight_packed, Tensor? bias, int[] kernel, int[] stride, int[] padding, int[] dilation, int[] out, float "
+          "input_scale, int input_zero_point, bool has_bias) -> Tensor",
+          OpKind::Compute, conv_shape},
+    &autograd::kNotDifferentiable));
+
 }  // namespace
 
 QuantizedTensor::QuantizedTensor(Tensor values, Tensor scales, Tensor zero_points, QScheme scheme, int64_t axis)
@@ -134,12 +146,12 @@ Tensor matmul_u8s8(const Tensor& a, const Tensor& b) {
   return ops::call(kMatmulU8S8, {a.contiguous(), b.contiguous()});
 }
 
-DynamicLinearWeight quantize_linear_weight(const Tensor& weight) {
-  check(weight.dim() == 2 && is_floating(weight.dtype()), "quantize_dynamic", "expected a floating point (out, in) ",
-        "weight but got ", weight.dtype(), " ", shape_text(weight.sizes()));
-  check(weight.size(1) <= (int64_t{1} << 16), "quantize_dynamic", "in_features ", weight.size(1),
-        " may overflow int32 (at most 65536)");
-  const Tensor w = weight.detach().to(kFloat32);
+Int8Weight quantize_weight(const Tensor& weight) {
+  check(weight.dim() >= 2 && is_floating(weight.dtype()), "quantize_weight", "expected a floating point (out, ...) ",
+        "weight of 2 or more dims but got ", weight.dtype(), " ", shape_text(weight.sizes()));
+  const Tensor w = weight.detach().to(kFloat32).reshape({weight.size(0), -1});
+  check(w.size(1) <= (int64_t{1} << 16), "quantize_weight", "the ", w.size(1), " inputs per output may overflow int32 ",
+        "(at most 65536)");
   const Tensor largest = w.numel() ? amax(abs(w), {1}) : zeros({w.size(0)});
   const Tensor scales = where(gt(largest, scalar_tensor(0.0, kFloat32)), largest / 127.0, ones_like(largest));
   const QuantizedTensor q = quantize_per_channel(w, scales, zeros({w.size(0)}, kInt64), 0, kInt8);
@@ -148,7 +160,7 @@ DynamicLinearWeight quantize_linear_weight(const Tensor& weight) {
           ops::call(kPackU8S8, {values})};
 }
 
-Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tensor& bias) {
+Tensor linear_dynamic(const Tensor& x, const Int8Weight& w, const Tensor& bias) {
   const char* op = "linear_dynamic";
   check(x.dtype() == kFloat32 && x.dim() >= 1, op, "expected a float32 input (..., in_features) but got ", x.dtype(),
         " ", shape_text(x.sizes()));
@@ -160,6 +172,38 @@ Tensor linear_dynamic(const Tensor& x, const DynamicLinearWeight& w, const Tenso
   std::vector<Tensor> in = {x.contiguous(), w.values, w.scales, w.row_sums, w.packed};
   if (bias.defined()) in.push_back(bias.detach().to(kFloat32).contiguous());
   return dispatch1(kLinearDynamic, std::span<const Tensor>(in), {{"has_bias", bias.defined()}});
+}
+
+Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, const Shape& kernel, const Shape& stride,
+                   const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point) {
+  const char* op = "conv2d_int8";
+  check(x.dtype() == kFloat32 && x.dim() == 4, op, "expected a float32 input (N, C, H, W) but got ", x.dtype(), " ",
+        shape_text(x.sizes()));
+  check(kernel.size() == 2 && stride.size() == 2 && padding.size() == 2 && dilation.size() == 2, op,
+        "expected kernel, stride, padding and dilation of 2 values each");
+  check(w.values.size(1) == x.size(1) * kernel[0] * kernel[1], op, "expected a weight of ", x.size(1), " x ",
+        shape_text(kernel), " inputs per output (the input's channels) but it has ", w.values.size(1));
+  check(std::isfinite(input_scale) && input_scale > 0 && input_zero_point >= 0 && input_zero_point <= 255, op,
+        "expected a positive input scale and a zero point in [0, 255] but got ", input_scale, " and ",
+        input_zero_point);
+  if (bias.defined())
+    check(bias.dim() == 1 && bias.size(0) == w.values.size(0), op, "expected a bias of shape [", w.values.size(0),
+          "] but got ", shape_text(bias.sizes()));
+  Shape out;
+  for (size_t i = 0; i < 2; ++i) {
+    check(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0 && kernel[i] > 0, op,
+          "expected positive kernel, stride and dilation and non-negative padding");
+    const int64_t span = dilation[i] * (kernel[i] - 1) + 1, room = x.size(2 + static_cast<int64_t>(i)) + 2 * padding[i] - span;
+    check(room >= 0, op, "the input ", shape_text(x.sizes()), " padded by ", shape_text(padding),
+          " is smaller than the (dilated) kernel ", shape_text(kernel));
+    out.push_back(room / stride[i] + 1);
+  }
+  std::vector<Tensor> in = {x.contiguous(), w.values, w.scales, w.row_sums, w.packed};
+  if (bias.defined()) in.push_back(bias.detach().to(kFloat32).contiguous());
+  return dispatch1(kConv2dInt8, std::span<const Tensor>(in),
+                   {{"kernel", kernel}, {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"out", out},
+                    {"input_scale", input_scale}, {"input_zero_point", input_zero_point},
+                    {"has_bias", bias.defined()}});
 }
 
 }  // namespace kiln::quant

@@ -55,7 +55,9 @@ void run_every_op() {
   }
   {  // the int8 ops
     quant::matmul_u8s8(ones({2, 3}, kUInt8), ones({4, 3}, kInt8));
-    quant::linear_dynamic(x, quant::quantize_linear_weight(y), {});
+    quant::linear_dynamic(x, quant::quantize_weight(y), {});
+    quant::conv2d_int8(randn({1, 2, 4, 4}), quant::quantize_weight(randn({3, 2, 3, 3})), {}, {3, 3}, {1, 1}, {1, 1},
+                       {1, 1}, 0.05, 128);
   }
   {  // linalg's LAPACK ops
     const Tensor a = randn({3, 3}) + 3 * eye(3), s = matmul(a, a.t());

@@ -66,7 +66,7 @@ TEST(Quantization, Errors) {
   expect_error([&] { quant::matmul_u8s8(ones({2, 3}, kInt8), ones({2, 3}, kInt8)); },
                {"[matmul_u8s8]", "uint8 (M, K)", "int8"});
   expect_error([&] { quant::matmul_u8s8(ones({2, 3}, kUInt8), ones({2, 4}, kInt8)); }, {"[matmul_u8s8]", "one K"});
-  const quant::DynamicLinearWeight w = quant::quantize_linear_weight(randn({4, 3}));
+  const quant::Int8Weight w = quant::quantize_weight(randn({4, 3}));
   expect_error([&] { quant::linear_dynamic(randn({2, 5}), w, {}); }, {"[linear_dynamic]", "3 input features", "[2, 5]"});
   expect_error([&] { quant::linear_dynamic(full({1, 3}, INFINITY), w, {}); }, {"[linear_dynamic]", "inf or NaN"});
   expect_error([&] { quant::linear_dynamic(randn({2, 3}, kFloat64), w, {}); }, {"[linear_dynamic]", "float32"});
@@ -109,7 +109,7 @@ TEST(Quantization, Int8GemmExactOnEveryPath) {
 }
 
 // The quantization linear_dynamic performs, replayed in float64 from its definition.
-std::vector<double> linear_dynamic_reference(const Tensor& x, const quant::DynamicLinearWeight& w, const Tensor& b) {
+std::vector<double> linear_dynamic_reference(const Tensor& x, const quant::Int8Weight& w, const Tensor& b) {
   const std::vector<double> xv = values(x), wv = values(w.values), ws = values(w.scales), bv = b.defined() ? values(b) : std::vector<double>{};
   const int64_t K = w.values.size(1), N = w.values.size(0), M = x.numel() / K;
   double lo = 0, hi = 0;
@@ -137,7 +137,7 @@ TEST(Quantization, LinearDynamicMatchesItsDefinitionAndTheFloatLayer) {
     set_cpu_capability(cap);
     for (const auto& [M, K, N] : std::vector<std::array<int64_t, 3>>{{1, 64, 10}, {5, 130, 7}, {16, 257, 33}}) {
       const Tensor x = randn({M, K}) * 2 + 0.3, weight = randn({N, K}) * 0.1, bias = randn({N});
-      const quant::DynamicLinearWeight w = quant::quantize_linear_weight(weight);
+      const quant::Int8Weight w = quant::quantize_weight(weight);
       // Weights: per-row symmetric, within half a step of the float weight.
       const std::vector<double> wf = values(weight), wq = values(w.values), ws = values(w.scales);
       for (size_t i = 0; i < wf.size(); ++i) ASSERT_LE(std::fabs(wq[i] * ws[i / K] - wf[i]), ws[i / K] / 2 + 1e-7);
@@ -152,7 +152,7 @@ TEST(Quantization, LinearDynamicMatchesItsDefinitionAndTheFloatLayer) {
     }
   }
   // Batch dims, zeros, and a zero-size batch.
-  const quant::DynamicLinearWeight w = quant::quantize_linear_weight(randn({3, 8}));
+  const quant::Int8Weight w = quant::quantize_weight(randn({3, 8}));
   EXPECT_EQ(quant::linear_dynamic(randn({2, 4, 8}), w, {}).sizes(), (Shape{2, 4, 3}));
   expect_close(quant::linear_dynamic(zeros({2, 8}), w, {}), std::vector<double>(6, 0.0), 0, 0, "zeros");
   EXPECT_EQ(quant::linear_dynamic(zeros({0, 8}), w, {}).sizes(), (Shape{0, 3}));
@@ -184,6 +184,45 @@ TEST(Quantization, QuantizeDynamicSwitchesEveryLinear) {
   worst = 0, spread = 0;
   for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::fabs(qlogits[i] - logits[i])), spread = std::max(spread, std::fabs(logits[i]));
   EXPECT_LT(worst, 0.05 * spread);
+}
+
+// conv2d_int8 against the float64 convolution of what it computes with:
+// the input quantized by its scale and zero point (clamped), the weight
+// dequantized; strides, padding, dilation, odd sizes, every int8 path.
+TEST(Quantization, Conv2dInt8MatchesTheConvolutionOfItsQuantizedOperands) {
+  manual_seed(7107);
+  const CapabilityRestore restore;
+  struct Case {
+    Shape input, weight, stride, padding, dilation;
+  };
+  const std::vector<Case> cases = {{{2, 3, 9, 8}, {5, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}},
+                                   {{1, 4, 10, 7}, {6, 4, 3, 2}, {2, 1}, {0, 2}, {1, 2}},
+                                   {{3, 1, 6, 6}, {2, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}},
+                                   {{2, 7, 5, 5}, {3, 7, 5, 5}, {1, 1}, {2, 2}, {1, 1}}};
+  for (Capability cap : int8_capabilities()) {
+    set_cpu_capability(cap);
+    for (const Case& k : cases) {
+      const Tensor x = randn(k.input) * 1.5, weight = randn(k.weight) * 0.2, bias = randn({k.weight[0]});
+      const double scale = 0.02;
+      const int64_t zp = 120;  // the input's range: [-2.4, 2.7]; beyond it clamps
+      const quant::Int8Weight w = quant::quantize_weight(weight);
+      const Shape kernel = {k.weight[2], k.weight[3]};
+      const Tensor y = quant::conv2d_int8(x, w, bias, kernel, k.stride, k.padding, k.dilation, scale, zp);
+      const Tensor xq = quant::quantize_per_tensor(x, scale, zp, kUInt8).dequantize().to(kFloat64);
+      const Tensor wq = (w.values.to(kFloat64) * w.scales.to(kFloat64).reshape({-1, 1})).reshape(k.weight);
+      const Tensor want = nn::conv2d(xq, wq, bias.to(kFloat64), k.stride, k.padding, k.dilation);
+      const std::string what = shape_str(k.input) + " * " + shape_str(k.weight) + " on " + capability_name(cap);
+      ASSERT_EQ(y.sizes(), want.sizes()) << what;
+      expect_close(y, values(want), 1e-5, 1e-5, what);
+    }
+  }
+  const quant::Int8Weight w = quant::quantize_weight(randn({2, 3, 3, 3}));
+  expect_error([&] { quant::conv2d_int8(randn({1, 4, 5, 5}), w, {}, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 0.1, 0); },
+               {"[conv2d_int8]", "4 x [3, 3]", "27"});
+  expect_error([&] { quant::conv2d_int8(randn({1, 3, 2, 2}), w, {}, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 0.1, 0); },
+               {"[conv2d_int8]", "smaller than the (dilated) kernel"});
+  expect_error([&] { quant::conv2d_int8(randn({1, 3, 5, 5}), w, {}, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 0.1, 300); },
+               {"[conv2d_int8]", "zero point in [0, 255]", "300"});
 }
 
 TEST(Quantization, MinMaxObserverQParamsByHand) {

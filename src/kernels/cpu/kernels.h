@@ -52,6 +52,7 @@ void batch_norm_backward_kernel(const OpCall& c);  // grad, x, [w], mean, var ->
 
 void matmul_u8s8_kernel(const OpCall& c);     // a uint8 (M, K), b int8 (N, K) -> int32 a b^T
 void pack_u8s8_weight_kernel(const OpCall& c);  // int8 (N, K) -> the VNNI kernel's layout
+void conv2d_int8_kernel(const OpCall& c);  // x f32, w (int8, scales, row sums, packed), [bias]; attrs: geometry, input qparams
 void linear_dynamic_kernel(const OpCall& c);  // x f32, w int8, w scales, w row sums, w packed, [bias]; attrs: has_bias
 
 void softmax_kernel(const OpCall& c);                            // attrs: dim, log

@@ -14,6 +14,26 @@
 #include "kiln/error.h"
 
 namespace kiln::cpu {
+namespace {
+
+// PyTorch's quantization of a value to uint8: clamp(round_half_even(x /
+// scale) + zero_point, 0, 255), with x / scale rounded before the zero
+// point is added (adding first would round the sum, which can move a half
+// by one step). x / scale is first clamped to a range the result cannot
+// leave, so the 1.5 * 2^23 rounding trick is exact; branch-free, the loops
+// using it vectorize.
+struct Uint8Quantizer {
+  float inverse, zero_point;
+  Uint8Quantizer(double scale, int32_t zp) : inverse(static_cast<float>(1.0 / scale)), zero_point(static_cast<float>(zp)) {}
+  uint8_t operator()(float x) const {
+    constexpr float magic = 12582912.0f;
+    const float t = std::min(std::max(x * inverse, -zero_point - 1.0f), 256.0f - zero_point);
+    const float r = (t + magic) - magic;
+    return static_cast<uint8_t>(std::min(std::max(r + zero_point, 0.0f), 255.0f));
+  }
+};
+
+}  // namespace
 
 void matmul_u8s8_kernel(const OpCall& c) {
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
@@ -43,23 +63,16 @@ void linear_dynamic_kernel(const OpCall& c) {
   lo = std::min(lo, 0.0f), hi = std::max(hi, 0.0f);  // the range holds 0, so 0 quantizes exactly
   const double scale = hi > lo ? (static_cast<double>(hi) - lo) / 255.0 : 1.0;
   const int32_t zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0));
-  const float inverse = static_cast<float>(1.0 / scale);
+  const Uint8Quantizer quantize(scale, zero_point);
   // Rows of the quantized input padded with zeros to a multiple of 4 (the packed kernel's groups).
   const bool vnni = int8_path() == Int8Path::VNNI;
   const int64_t lda = vnni ? (K + 3) / 4 * 4 : K;
   std::vector<uint8_t> q(static_cast<size_t>(M * lda), 0);
-  // clamp(x / scale + zero_point) rounded half to even by the 1.5 * 2^23
-  // trick (exact below 2^22; the clamp keeps it in [0, 255]): the same as
-  // rounding x / scale and adding the integer zero point, and vectorizable.
-  const float zp = static_cast<float>(zero_point), magic = 12582912.0f;
   parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, K)), [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; ++m) {
       const float* row = xp + m * K;
       uint8_t* out = q.data() + m * lda;
-      for (int64_t k = 0; k < K; ++k) {
-        const float v = std::min(std::max(row[k] * inverse + zp, 0.0f), 255.0f);
-        out[k] = static_cast<uint8_t>((v + magic) - magic);
-      }
+      for (int64_t k = 0; k < K; ++k) out[k] = quantize(row[k]);
     }
   });
   std::vector<int32_t> acc(static_cast<size_t>(M * N));
@@ -74,6 +87,67 @@ void linear_dynamic_kernel(const OpCall& c) {
         const float v = static_cast<float>(scale) * w_scale[n] * static_cast<float>(centred);
         y[m * N + n] = bias ? v + bias[n] : v;
       }
+  });
+}
+
+// Per image: the uint8 input's im2col rows (one per output pixel, K =
+// C kh kw columns in the weight's order, padded to a multiple of 4 for the
+// VNNI kernel; taps in the padding hold the zero point), the int32 GEMM
+// with the weight, then y[n, o, p] = sx sw[o] (acc[p, o] - zx rowsum[o]) + b[o].
+// Images split over the thread pool (the GEMM inside runs on one thread);
+// a single image gives the pool to the GEMM.
+void conv2d_int8_kernel(const OpCall& c) {
+  const Tensor& x = c.inputs[0];
+  const int8_t* w = c.inputs[1].data_ptr<int8_t>();
+  const float* w_scale = c.inputs[2].data_ptr<float>();
+  const int32_t* row_sum = c.inputs[3].data_ptr<int32_t>();
+  const int8_t* packed = c.inputs[4].data_ptr<int8_t>();
+  const float* bias = c.attrs.get_bool("has_bias") ? c.inputs[5].data_ptr<float>() : nullptr;
+  const Shape &kernel = c.attrs.get_shape("kernel"), &stride = c.attrs.get_shape("stride"),
+              &padding = c.attrs.get_shape("padding"), &dilation = c.attrs.get_shape("dilation"),
+              &out = c.attrs.get_shape("out");
+  const double scale = c.attrs.get_double("input_scale");
+  const int32_t zero_point = static_cast<int32_t>(c.attrs.get_int("input_zero_point"));
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = c.inputs[1].size(0);
+  const int64_t OH = out[0], OW = out[1], P = OH * OW, K = c.inputs[1].size(1);
+  const bool vnni = int8_path() == Int8Path::VNNI;
+  const int64_t lda = vnni ? (K + 3) / 4 * 4 : K;
+  const Uint8Quantizer quantize(scale, zero_point);
+  const float* xp = x.data_ptr<float>();
+  float* y = c.outputs[0].data_ptr<float>();
+  auto image = [&](int64_t n) {
+    // The image quantized, then its im2col rows.
+    std::vector<uint8_t> q(static_cast<size_t>(C * H * W));
+    for (int64_t i = 0; i < C * H * W; ++i) q[static_cast<size_t>(i)] = quantize(xp[n * C * H * W + i]);
+    std::vector<uint8_t> cols(static_cast<size_t>(P * lda), 0);
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        uint8_t* row = cols.data() + (oh * OW + ow) * lda;
+        for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t kh = 0; kh < kernel[0]; ++kh) {
+            const int64_t ih = oh * stride[0] - padding[0] + kh * dilation[0];
+            for (int64_t kw = 0; kw < kernel[1]; ++kw) {
+              const int64_t iw = ow * stride[1] - padding[1] + kw * dilation[1];
+              const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+              *row++ = inside ? q[static_cast<size_t>((ch * H + ih) * W + iw)] : static_cast<uint8_t>(zero_point);
+            }
+          }
+      }
+    std::vector<int32_t> acc(static_cast<size_t>(P * O));
+    if (vnni)
+      gemm_u8s8_packed(cols.data(), lda, packed, acc.data(), P, O, K);
+    else
+      gemm_u8s8(cols.data(), w, acc.data(), P, O, K);
+    for (int64_t o = 0; o < O; ++o) {
+      const float s = static_cast<float>(scale) * w_scale[o], b = bias ? bias[o] : 0.0f;
+      const int32_t correction = zero_point * row_sum[o];
+      float* plane = y + (n * O + o) * P;
+      for (int64_t p = 0; p < P; ++p) plane[p] = s * static_cast<float>(acc[static_cast<size_t>(p * O + o)] - correction) + b;
+    }
+  };
+  if (N == 1) return image(0);
+  parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) image(n);
   });
 }
 

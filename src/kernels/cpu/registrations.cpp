@@ -56,6 +56,7 @@ const bool registered = [] {
     {"matmul_u8s8", matmul_u8s8_kernel},
     {"pack_u8s8_weight", pack_u8s8_weight_kernel},
     {"linear_dynamic", linear_dynamic_kernel},
+    {"conv2d_int8", conv2d_int8_kernel},
     {"softmax", softmax_kernel},
     {"layer_norm", layer_norm_kernel},
     {"embedding", embedding_kernel},
