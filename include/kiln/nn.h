@@ -79,6 +79,8 @@ class Module {
   void register_parameter(const std::string& name, Tensor* slot, bool requires_grad = true);
   void register_buffer(const std::string& name, Tensor* slot, bool persistent = true);
   void register_module(const std::string& name, Module* child);
+  // The child registered as `name` replaced by another (Sequential::replace).
+  void replace_module(const std::string& name, Module* child);
 
  private:
   // Converts every parameter and buffer t that `applies` to into make(t),
@@ -237,9 +239,12 @@ class Sequential : public UnaryModule {
     for (const auto& m : modules) push_back(m);
   }
   void push_back(std::shared_ptr<UnaryModule> m);
+  // Module i replaced by m, under the same name (quantization's fusion and convert).
+  void replace(size_t i, std::shared_ptr<UnaryModule> m);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return mods_.size(); }
   UnaryModule& operator[](size_t i) { return *mods_[i]; }
+  const std::shared_ptr<UnaryModule>& at(size_t i) const { return mods_.at(i); }
 
  private:
   std::vector<std::shared_ptr<UnaryModule>> mods_;

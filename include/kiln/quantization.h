@@ -11,11 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/nn.h"
 #include "kiln/tensor.h"
-
-namespace kiln::nn {
-class Module;
-}
 
 namespace kiln::quant {
 
@@ -135,6 +132,45 @@ class HistogramObserver {
 // the bias. groups = 1. Not differentiable (inference).
 Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, const Shape& kernel, const Shape& stride,
                    const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point);
+
+// y = x W^T + bias with x quantized by a given (calibrated) scale and zero
+// point: the static counterpart of linear_dynamic.
+Tensor linear_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, double input_scale,
+                   int64_t input_zero_point);
+
+// Eager-mode static post-training quantization of a Sequential, as
+// torch.ao.quantization's fuse_modules / prepare / convert:
+// fuse_conv_bn folds each BatchNorm2d (its running statistics) into the
+// Conv2d before it (the model must then run in eval mode); prepare puts a
+// HistogramObserver on the input of every Conv2d (groups 1, zero padding)
+// and Linear; the caller then runs calibration batches through the model;
+// convert replaces each observed layer by its int8 module (QuantizedConv2d,
+// QuantizedLinear) with the calibrated input scale and zero point. Each
+// returns how many layers it changed.
+int64_t fuse_conv_bn(nn::Sequential& model);
+int64_t prepare(nn::Sequential& model);
+int64_t convert(nn::Sequential& model);
+
+// The int8 layers convert makes: float32 in and out, int8 inside.
+class QuantizedConv2d : public nn::UnaryModule {
+ public:
+  QuantizedConv2d(const nn::ConvNd& conv, const QParams& input);
+  Tensor forward(const Tensor& x) override;
+  Int8Weight weight;
+  Tensor bias;
+  Shape kernel_size, stride, padding, dilation;
+  double input_scale;
+  int64_t input_zero_point;
+};
+class QuantizedLinear : public nn::UnaryModule {
+ public:
+  QuantizedLinear(const nn::Linear& linear, const QParams& input);
+  Tensor forward(const Tensor& x) override;
+  Int8Weight weight;
+  Tensor bias;
+  double input_scale;
+  int64_t input_zero_point;
+};
 
 // torch.ao.quantization.quantize_dynamic for Linear, in place: every
 // nn::Linear in the model runs linear_dynamic from now on (its float

@@ -67,6 +67,12 @@ void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
   register_module(std::to_string(mods_.size() - 1), mods_.back().get());
 }
 
+void Sequential::replace(size_t i, std::shared_ptr<UnaryModule> m) {
+  check(i < mods_.size(), "Sequential", "replace: index ", i, " is out of range for ", mods_.size(), " modules");
+  mods_[i] = std::move(m);
+  replace_module(std::to_string(i), mods_[i].get());
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (auto& m : mods_) h = (*m)(h);  // through operator(), so the children's hooks run

@@ -32,6 +32,15 @@ void Module::register_buffer(const std::string& name, Tensor* slot, bool persist
 }
 void Module::register_module(const std::string& name, Module* child) { children_.emplace_back(name, child); }
 
+void Module::replace_module(const std::string& name, Module* child) {
+  for (auto& [n, c] : children_)
+    if (n == name) {
+      c = child;
+      return;
+    }
+  fail("Module", "no child module named '", name, "' to replace");
+}
+
 StateDict select_prefix(const StateDict& state, const std::string& prefix) {
   StateDict out;
   for (const auto& [k, v] : state)

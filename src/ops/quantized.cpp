@@ -49,7 +49,7 @@ std::vector<TensorMeta> linear_shape(std::span<const Tensor> in, const Attrs&) {
 const OpDef& kLinearDynamic = register_op(ops::with_backward(
     OpDef{"linear_dynamic",
           "linear_dynamic(Tensor input, Tensor weight_values, Tensor weight_scales, Tensor weight_row_sums, Tensor "
-          "weight_packed, Tensor? bias, bool has_bias) -> Tensor",
+          "weight_packed, Tensor? bias, bool has_bias, float input_scale, int input_zero_point) -> Tensor",
           OpKind::Compute, linear_shape},
     &autograd::kNotDifferentiable));
 
@@ -160,8 +160,10 @@ Int8Weight quantize_weight(const Tensor& weight) {
           ops::call(kPackU8S8, {values})};
 }
 
-Tensor linear_dynamic(const Tensor& x, const Int8Weight& w, const Tensor& bias) {
-  const char* op = "linear_dynamic";
+namespace {
+// linear_dynamic and linear_int8: input_scale 0 asks the kernel for the input's own range.
+Tensor linear_quantized(const char* op, const Tensor& x, const Int8Weight& w, const Tensor& bias, double input_scale,
+                        int64_t input_zero_point) {
   check(x.dtype() == kFloat32 && x.dim() >= 1, op, "expected a float32 input (..., in_features) but got ", x.dtype(),
         " ", shape_text(x.sizes()));
   check(x.size(-1) == w.values.size(1), op, "expected ", w.values.size(1), " input features but got input ",
@@ -171,7 +173,21 @@ Tensor linear_dynamic(const Tensor& x, const Int8Weight& w, const Tensor& bias) 
           "] but got ", shape_text(bias.sizes()));
   std::vector<Tensor> in = {x.contiguous(), w.values, w.scales, w.row_sums, w.packed};
   if (bias.defined()) in.push_back(bias.detach().to(kFloat32).contiguous());
-  return dispatch1(kLinearDynamic, std::span<const Tensor>(in), {{"has_bias", bias.defined()}});
+  return dispatch1(kLinearDynamic, std::span<const Tensor>(in),
+                   {{"has_bias", bias.defined()}, {"input_scale", input_scale}, {"input_zero_point", input_zero_point}});
+}
+}  // namespace
+
+Tensor linear_dynamic(const Tensor& x, const Int8Weight& w, const Tensor& bias) {
+  return linear_quantized("linear_dynamic", x, w, bias, 0.0, 0);
+}
+
+Tensor linear_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, double input_scale,
+                   int64_t input_zero_point) {
+  check(std::isfinite(input_scale) && input_scale > 0 && input_zero_point >= 0 && input_zero_point <= 255,
+        "linear_int8", "expected a positive input scale and a zero point in [0, 255] but got ", input_scale, " and ",
+        input_zero_point);
+  return linear_quantized("linear_int8", x, w, bias, input_scale, input_zero_point);
 }
 
 Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, const Shape& kernel, const Shape& stride,

@@ -69,6 +69,12 @@ TEST(Quantization, Errors) {
   const quant::Int8Weight w = quant::quantize_weight(randn({4, 3}));
   expect_error([&] { quant::linear_dynamic(randn({2, 5}), w, {}); }, {"[linear_dynamic]", "3 input features", "[2, 5]"});
   expect_error([&] { quant::linear_dynamic(full({1, 3}, INFINITY), w, {}); }, {"[linear_dynamic]", "inf or NaN"});
+  // NaN and inf anywhere in a long input (the SIMD body and the tail).
+  for (int64_t at : {0, 37, 119}) {
+    Tensor x = randn({40, 3}).reshape({-1});
+    x.narrow(0, at, 1).fill_(at == 37 ? -INFINITY : NAN);
+    expect_error([&] { quant::linear_dynamic(x.reshape({40, 3}), w, {}); }, {"[linear_dynamic]", "inf or NaN"});
+  }
   expect_error([&] { quant::linear_dynamic(randn({2, 3}, kFloat64), w, {}); }, {"[linear_dynamic]", "float32"});
 }
 
@@ -223,6 +229,45 @@ TEST(Quantization, Conv2dInt8MatchesTheConvolutionOfItsQuantizedOperands) {
                {"[conv2d_int8]", "smaller than the (dilated) kernel"});
   expect_error([&] { quant::conv2d_int8(randn({1, 3, 5, 5}), w, {}, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 0.1, 300); },
                {"[conv2d_int8]", "zero point in [0, 255]", "300"});
+}
+
+// Static post-training quantization of a small CNN: BN folding leaves the
+// eval output unchanged; prepare / calibrate / convert give int8 layers
+// whose output stays within a few percent of the float model's.
+TEST(Quantization, StaticPostTrainingQuantizationOfACnn) {
+  manual_seed(7108);
+  nn::Sequential model{std::make_shared<nn::Conv2d>(3, 8, Shape{3}, nn::ConvOptions{.padding = {1}}),
+                       std::make_shared<nn::BatchNorm2d>(8),
+                       std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::MaxPool2d>(Shape{2}),
+                       std::make_shared<nn::Conv2d>(8, 16, Shape{3}),
+                       std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Flatten>(),
+                       std::make_shared<nn::Linear>(64, 32),
+                       std::make_shared<nn::ReLU>(),
+                       std::make_shared<nn::Linear>(32, 5)};
+  {
+    NoGradGuard no_grad;
+    for (int i = 0; i < 3; ++i) model(randn({16, 3, 8, 8}) * 2 + 0.5);  // running statistics away from 0 and 1
+  }
+  model.eval();
+  NoGradGuard no_grad;
+  const Tensor x = randn({10, 3, 8, 8}) * 2 + 0.5;
+  const std::vector<double> want = values(model(x));
+  EXPECT_EQ(quant::fuse_conv_bn(model), 1);
+  EXPECT_NE(dynamic_cast<nn::Identity*>(model.at(1).get()), nullptr);
+  expect_close(model(x), want, 1e-4, 1e-4, "BatchNorm folded into the convolution");
+  EXPECT_EQ(quant::prepare(model), 4);
+  for (int i = 0; i < 4; ++i) model(randn({16, 3, 8, 8}) * 2 + 0.5);  // calibration
+  EXPECT_EQ(quant::convert(model), 4);
+  EXPECT_NE(dynamic_cast<quant::QuantizedConv2d*>(model.at(0).get()), nullptr);
+  EXPECT_NE(dynamic_cast<quant::QuantizedLinear*>(model.at(9).get()), nullptr);
+  const std::vector<double> got = values(model(x));
+  double worst = 0, spread = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i])), spread = std::max(spread, std::fabs(want[i]));
+  EXPECT_LT(worst, 0.05 * spread);
+  EXPECT_GT(worst, 0);  // int8 arithmetic ran
+  expect_error([&] { model(full({1, 3, 8, 8}, NAN)); }, {"[conv2d_int8]", "inf or NaN"});
 }
 
 TEST(Quantization, MinMaxObserverQParamsByHand) {

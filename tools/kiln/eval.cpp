@@ -1,5 +1,5 @@
 // `kiln eval`: a checkpoint's held-out figure, float or int8 (--quantize
-// int8: every Linear dynamically quantized): the test accuracy of a
+// int8: a CNN statically quantized, a GPT's Linear layers dynamically): the test accuracy of a
 // `kiln train --task fashion-mnist` checkpoint, or the validation loss of a
 // GPT checkpoint of `kiln train` (the validation windows its evaluations
 // use, from the corpus it was trained on: --data or the fortunes).
@@ -55,7 +55,7 @@ void add_eval(CLI::App& app, bool execute) {
   cmd->add_option("--data", a->data,
                   "fashion-mnist: the IDX files' directory (default: Debian's dataset-fashion-mnist); GPT: the "
                   "training text (default: the fortunes corpus)");
-  cmd->add_option("--quantize", a->quantize, "none, or int8: dynamic quantization of every Linear (int8 weights)")
+  cmd->add_option("--quantize", a->quantize, "none, or int8: the CNN statically quantized (calibrated on training images), a GPT's Linear layers dynamically")
       ->check(CLI::IsMember({"none", "int8"}));
   add_int_flag(*cmd, "--batches", a->batches, 1, 1 << 20, "GPT: validation batches (16, as kiln train)");
   add_int_flag(*cmd, "--batch", a->batch, 1, 1 << 20, "GPT: sequences per batch (16, as kiln train)");

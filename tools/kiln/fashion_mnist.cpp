@@ -199,8 +199,18 @@ void eval_fashion_mnist(const std::string& ckpt, const std::string& data_dir, bo
   build_fashion_mnist_cnn(model);
   Checkpoint state;
   load(ckpt, model, &state);
-  if (int8) std::cerr << "int8: " << quant::quantize_dynamic(model) << " Linear layers quantized (convolutions stay float32)\n";
   const Data data = load_data(data_dir.empty() ? kFashionMnistDir : data_dir);
+  if (int8) {  // static post-training quantization, calibrated on the first training images
+    NoGradGuard no_grad;
+    model.eval();
+    quant::fuse_conv_bn(model);
+    quant::prepare(model);
+    const int64_t calibration = std::min<int64_t>(2000, data.train.images.size(0));
+    for (int64_t i = 0; i < calibration; i += 500)
+      model(data.train.images.narrow(0, i, std::min<int64_t>(500, calibration - i)));
+    std::cerr << "int8: " << quant::convert(model) << " layers quantized (BatchNorm folded, calibrated on " << calibration
+              << " training images)\n";
+  }
   std::cout << "test accuracy " << 100 * accuracy(model, data.test) << "% on " << data.test.images.size(0)
             << " images (" << ckpt << ", after " << state.epochs_done << " epochs" << (int8 ? ", int8" : "") << ")"
             << std::endl;

@@ -60,9 +60,15 @@ void linear_dynamic_kernel(const OpCall& c) {
   float lo = 0, hi = 0;
   const bool finite = simd::min_max_f32(xp, static_cast<size_t>(M * K), &lo, &hi);
   check(finite, "linear_dynamic", "the input (", M, " x ", K, ") holds inf or NaN: no quantization range covers it");
-  lo = std::min(lo, 0.0f), hi = std::max(hi, 0.0f);  // the range holds 0, so 0 quantizes exactly
-  const double scale = hi > lo ? (static_cast<double>(hi) - lo) / 255.0 : 1.0;
-  const int32_t zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0));
+  // Static (linear_int8): the calibrated scale and zero point; dynamic: the
+  // input's range, widened to hold 0 so that 0 quantizes exactly.
+  double scale = c.attrs.get_double("input_scale");
+  int32_t zero_point = static_cast<int32_t>(c.attrs.get_int("input_zero_point"));
+  if (scale == 0) {
+    lo = std::min(lo, 0.0f), hi = std::max(hi, 0.0f);
+    scale = hi > lo ? (static_cast<double>(hi) - lo) / 255.0 : 1.0;
+    zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0));
+  }
   const Uint8Quantizer quantize(scale, zero_point);
   // Rows of the quantized input padded with zeros to a multiple of 4 (the packed kernel's groups).
   const bool vnni = int8_path() == Int8Path::VNNI;
@@ -115,6 +121,9 @@ void conv2d_int8_kernel(const OpCall& c) {
   const Uint8Quantizer quantize(scale, zero_point);
   const float* xp = x.data_ptr<float>();
   float* y = c.outputs[0].data_ptr<float>();
+  float lo = 0, hi = 0;
+  check(simd::min_max_f32(xp, static_cast<size_t>(x.numel()), &lo, &hi), "conv2d_int8", "the input ",
+        shape_str(x.sizes()), " holds inf or NaN, which no uint8 value stands for");
   auto image = [&](int64_t n) {
     // The image quantized, then its im2col rows.
     std::vector<uint8_t> q(static_cast<size_t>(C * H * W));

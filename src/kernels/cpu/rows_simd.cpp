@@ -91,12 +91,12 @@ bool MinMaxF32(const float* x, size_t n, float* lo_out, float* hi_out) {
   const D d;
   const size_t N = hn::Lanes(d);
   auto lo = hn::Set(d, std::numeric_limits<float>::infinity()), hi = hn::Neg(lo);
-  auto bad = hn::Zero(d);  // non-zero where an inf or NaN was seen (v - v is not 0 for them)
+  auto bad = hn::Zero(d);  // non-zero where an inf or NaN was seen (v - v is NaN for them, never equal to 0)
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto v = hn::LoadU(d, x + i);
     lo = hn::Min(lo, v), hi = hn::Max(hi, v);
-    bad = hn::Or(bad, hn::VecFromMask(d, hn::Ne(hn::Sub(v, v), hn::Zero(d))));
+    bad = hn::Or(bad, hn::VecFromMask(d, hn::Not(hn::Eq(hn::Sub(v, v), hn::Zero(d)))));
   }
   float l = hn::GetLane(hn::MinOfLanes(d, lo)), h = hn::GetLane(hn::MaxOfLanes(d, hi));
   bool finite = hn::AllTrue(d, hn::Eq(bad, hn::Zero(d)));

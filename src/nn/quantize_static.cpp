@@ -1,0 +1,114 @@
+// Eager-mode static post-training quantization of a Sequential (see
+// kiln/quantization.h): BatchNorm folded into the convolution before it,
+// observers on the inputs of the convolutions and linear layers, and
+// their int8 replacements.
+#include <cmath>
+
+#include "kiln/autograd.h"
+#include "kiln/error.h"
+#include "kiln/quantization.h"
+
+namespace kiln::quant {
+namespace {
+
+// A layer whose input a HistogramObserver sees (prepare), then the layer.
+class Observed : public nn::UnaryModule {
+ public:
+  explicit Observed(std::shared_ptr<nn::UnaryModule> layer) : layer(std::move(layer)) {
+    register_module("module", this->layer.get());
+  }
+  Tensor forward(const Tensor& x) override {
+    observer.observe(x);
+    return (*layer)(x);
+  }
+  std::shared_ptr<nn::UnaryModule> layer;
+  HistogramObserver observer;
+};
+
+// The convolutions conv2d_int8 runs: 2-D, one group, zero padding given as numbers.
+const nn::ConvNd* quantizable_conv(const nn::UnaryModule* m) {
+  const auto* conv = dynamic_cast<const nn::Conv2d*>(m);
+  if (!conv || conv->options.groups != 1 || conv->options.padding_mode != "zeros") return nullptr;
+  return conv;
+}
+
+Shape two(const Shape& s) { return s.size() == 1 ? Shape{s[0], s[0]} : s; }
+
+}  // namespace
+
+int64_t fuse_conv_bn(nn::Sequential& model) {
+  int64_t fused = 0;
+  for (size_t i = 0; i + 1 < model.size(); ++i) {
+    auto* conv = dynamic_cast<nn::Conv2d*>(model.at(i).get());
+    auto* bn = dynamic_cast<nn::BatchNorm2d*>(model.at(i + 1).get());
+    if (!conv || !bn) continue;
+    check(bn->running_mean.defined(), "fuse_conv_bn", "BatchNorm2d at ", i + 1, " keeps no running statistics");
+    NoGradGuard no_grad;
+    // y = gamma (conv(x) + b - mean) / sqrt(var + eps) + beta: the conv's weight and bias scaled per output channel.
+    Tensor factor = rsqrt(bn->running_var.to(kFloat32) + bn->eps);
+    if (bn->weight.defined()) factor = factor * bn->weight;
+    Shape per_out(static_cast<size_t>(conv->weight.dim()), 1);
+    per_out[0] = factor.numel();
+    const Tensor b = conv->bias.defined() ? conv->bias : zeros({conv->out_channels});
+    Tensor shifted = (b - bn->running_mean.to(kFloat32)) * factor;
+    if (bn->bias.defined()) shifted = shifted + bn->bias;
+    conv->weight.copy_(conv->weight * factor.reshape(per_out));
+    if (conv->bias.defined()) conv->bias.copy_(shifted);
+    else conv->bias = shifted.detach().clone();
+    model.replace(i + 1, std::make_shared<nn::Identity>());
+    ++fused;
+  }
+  return fused;
+}
+
+int64_t prepare(nn::Sequential& model) {
+  int64_t observed = 0;
+  for (size_t i = 0; i < model.size(); ++i) {
+    const nn::UnaryModule* m = model.at(i).get();
+    if (!quantizable_conv(m) && !dynamic_cast<const nn::Linear*>(m)) continue;
+    model.replace(i, std::make_shared<Observed>(model.at(i)));
+    ++observed;
+  }
+  return observed;
+}
+
+int64_t convert(nn::Sequential& model) {
+  int64_t converted = 0;
+  for (size_t i = 0; i < model.size(); ++i) {
+    const auto* observed = dynamic_cast<const Observed*>(model.at(i).get());
+    if (!observed) continue;
+    const QParams q = observed->observer.calculate_qparams();
+    if (const nn::ConvNd* conv = quantizable_conv(observed->layer.get()))
+      model.replace(i, std::make_shared<QuantizedConv2d>(*conv, q));
+    else
+      model.replace(i, std::make_shared<QuantizedLinear>(dynamic_cast<const nn::Linear&>(*observed->layer), q));
+    ++converted;
+  }
+  return converted;
+}
+
+QuantizedConv2d::QuantizedConv2d(const nn::ConvNd& conv, const QParams& input)
+    : weight(quantize_weight(conv.weight)),
+      bias(conv.bias.defined() ? conv.bias.detach().clone() : Tensor()),
+      kernel_size(two(conv.kernel_size)),
+      stride(two(conv.options.stride)),
+      padding(two(conv.options.padding)),
+      dilation(two(conv.options.dilation)),
+      input_scale(input.scales.item<double>()),
+      input_zero_point(input.zero_points.item<int64_t>()) {}
+
+Tensor QuantizedConv2d::forward(const Tensor& x) {
+  return conv2d_int8(x, weight, bias, kernel_size, stride, padding, dilation, input_scale, input_zero_point);
+}
+
+QuantizedLinear::QuantizedLinear(const nn::Linear& linear, const QParams& input)
+    : weight(quantize_weight(linear.weight)),
+      bias(linear.bias.defined() ? linear.bias.detach().clone() : Tensor()),
+      input_scale(input.scales.item<double>()),
+      input_zero_point(input.zero_points.item<int64_t>()) {}
+
+Tensor QuantizedLinear::forward(const Tensor& x) {
+  return linear_int8(x, weight, bias, input_scale, input_zero_point);
+}
+
+}  // namespace kiln::quant
