@@ -151,25 +151,28 @@ int64_t fuse_conv_bn(nn::Sequential& model);
 int64_t prepare(nn::Sequential& model);
 int64_t convert(nn::Sequential& model);
 
-// The int8 layers convert makes: float32 in and out, int8 inside.
-class QuantizedConv2d : public nn::UnaryModule {
+// The int8 layers convert makes: float32 in and out, int8 inside; the
+// weight quantized per output channel, the input by its calibrated qparams.
+class QuantizedLayer : public nn::UnaryModule {
+ public:
+  Int8Weight weight;
+  Tensor bias;
+  double input_scale;
+  int64_t input_zero_point;
+
+ protected:
+  QuantizedLayer(const Tensor& float_weight, const Tensor& float_bias, const QParams& input);
+};
+class QuantizedConv2d : public QuantizedLayer {
  public:
   QuantizedConv2d(const nn::ConvNd& conv, const QParams& input);
   Tensor forward(const Tensor& x) override;
-  Int8Weight weight;
-  Tensor bias;
   Shape kernel_size, stride, padding, dilation;
-  double input_scale;
-  int64_t input_zero_point;
 };
-class QuantizedLinear : public nn::UnaryModule {
+class QuantizedLinear : public QuantizedLayer {
  public:
   QuantizedLinear(const nn::Linear& linear, const QParams& input);
   Tensor forward(const Tensor& x) override;
-  Int8Weight weight;
-  Tensor bias;
-  double input_scale;
-  int64_t input_zero_point;
 };
 
 // torch.ao.quantization.quantize_dynamic for Linear, in place: every

@@ -87,25 +87,25 @@ int64_t convert(nn::Sequential& model) {
   return converted;
 }
 
+QuantizedLayer::QuantizedLayer(const Tensor& float_weight, const Tensor& float_bias, const QParams& input)
+    : weight(quantize_weight(float_weight)),
+      bias(float_bias.defined() ? float_bias.detach().clone() : Tensor()),
+      input_scale(input.scales.item<double>()),
+      input_zero_point(input.zero_points.item<int64_t>()) {}
+
 QuantizedConv2d::QuantizedConv2d(const nn::ConvNd& conv, const QParams& input)
-    : weight(quantize_weight(conv.weight)),
-      bias(conv.bias.defined() ? conv.bias.detach().clone() : Tensor()),
+    : QuantizedLayer(conv.weight, conv.bias, input),
       kernel_size(two(conv.kernel_size)),
       stride(two(conv.options.stride)),
       padding(two(conv.options.padding)),
-      dilation(two(conv.options.dilation)),
-      input_scale(input.scales.item<double>()),
-      input_zero_point(input.zero_points.item<int64_t>()) {}
+      dilation(two(conv.options.dilation)) {}
 
 Tensor QuantizedConv2d::forward(const Tensor& x) {
   return conv2d_int8(x, weight, bias, kernel_size, stride, padding, dilation, input_scale, input_zero_point);
 }
 
 QuantizedLinear::QuantizedLinear(const nn::Linear& linear, const QParams& input)
-    : weight(quantize_weight(linear.weight)),
-      bias(linear.bias.defined() ? linear.bias.detach().clone() : Tensor()),
-      input_scale(input.scales.item<double>()),
-      input_zero_point(input.zero_points.item<int64_t>()) {}
+    : QuantizedLayer(linear.weight, linear.bias, input) {}
 
 Tensor QuantizedLinear::forward(const Tensor& x) {
   return linear_int8(x, weight, bias, input_scale, input_zero_point);

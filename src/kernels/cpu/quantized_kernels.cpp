@@ -33,6 +33,21 @@ struct Uint8Quantizer {
   }
 };
 
+// The int8 weight's inputs (values, scales, row sums, packed) at 1..4 and the optional bias at 5.
+struct WeightInputs {
+  const int8_t* values;
+  const float* scales;
+  const int32_t* row_sums;
+  const int8_t* packed;
+  const float* bias;  // null without one
+  int64_t rows, K;
+};
+WeightInputs weight_inputs(const OpCall& c) {
+  return {c.inputs[1].data_ptr<int8_t>(), c.inputs[2].data_ptr<float>(), c.inputs[3].data_ptr<int32_t>(),
+          c.inputs[4].data_ptr<int8_t>(), c.attrs.get_bool("has_bias") ? c.inputs[5].data_ptr<float>() : nullptr,
+          c.inputs[1].size(0), c.inputs[1].size(1)};
+}
+
 }  // namespace
 
 void matmul_u8s8_kernel(const OpCall& c) {
@@ -48,12 +63,11 @@ void pack_u8s8_weight_kernel(const OpCall& c) {
 
 void linear_dynamic_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];
-  const int8_t* w = c.inputs[1].data_ptr<int8_t>();
-  const float* w_scale = c.inputs[2].data_ptr<float>();
-  const int32_t* row_sum = c.inputs[3].data_ptr<int32_t>();
-  const int8_t* packed = c.inputs[4].data_ptr<int8_t>();
-  const float* bias = c.attrs.get_bool("has_bias") ? c.inputs[5].data_ptr<float>() : nullptr;
-  const int64_t K = c.inputs[1].size(1), N = c.inputs[1].size(0), M = K ? x.numel() / K : 0;
+  const WeightInputs wi = weight_inputs(c);
+  const int8_t *w = wi.values, *packed = wi.packed;
+  const float *w_scale = wi.scales, *bias = wi.bias;
+  const int32_t* row_sum = wi.row_sums;
+  const int64_t K = wi.K, N = wi.rows, M = K ? x.numel() / K : 0;
   float* y = c.outputs[0].data_ptr<float>();
   if (M == 0) return;
   const float* xp = x.data_ptr<float>();
@@ -104,18 +118,17 @@ void linear_dynamic_kernel(const OpCall& c) {
 // a single image gives the pool to the GEMM.
 void conv2d_int8_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];
-  const int8_t* w = c.inputs[1].data_ptr<int8_t>();
-  const float* w_scale = c.inputs[2].data_ptr<float>();
-  const int32_t* row_sum = c.inputs[3].data_ptr<int32_t>();
-  const int8_t* packed = c.inputs[4].data_ptr<int8_t>();
-  const float* bias = c.attrs.get_bool("has_bias") ? c.inputs[5].data_ptr<float>() : nullptr;
+  const WeightInputs wi = weight_inputs(c);
+  const int8_t *w = wi.values, *packed = wi.packed;
+  const float *w_scale = wi.scales, *bias = wi.bias;
+  const int32_t* row_sum = wi.row_sums;
   const Shape &kernel = c.attrs.get_shape("kernel"), &stride = c.attrs.get_shape("stride"),
               &padding = c.attrs.get_shape("padding"), &dilation = c.attrs.get_shape("dilation"),
               &out = c.attrs.get_shape("out");
   const double scale = c.attrs.get_double("input_scale");
   const int32_t zero_point = static_cast<int32_t>(c.attrs.get_int("input_zero_point"));
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = c.inputs[1].size(0);
-  const int64_t OH = out[0], OW = out[1], P = OH * OW, K = c.inputs[1].size(1);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = wi.rows;
+  const int64_t OH = out[0], OW = out[1], P = OH * OW, K = wi.K;
   const bool vnni = int8_path() == Int8Path::VNNI;
   const int64_t lda = vnni ? (K + 3) / 4 * 4 : K;
   const Uint8Quantizer quantize(scale, zero_point);
