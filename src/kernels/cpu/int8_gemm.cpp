@@ -148,6 +148,7 @@ const char* int8_path_name(Int8Path p) {
 int64_t packed_b_bytes(int64_t N, int64_t K) { return (N + 15) / 16 * ((K + 3) / 4) * 64; }
 
 void pack_b(const int8_t* B, int64_t N, int64_t K, int8_t* packed) {
+  if (N == 0 || K == 0) return;  // nothing to pack (and no buffer: memset of a null pointer is undefined)
   const int64_t groups = (K + 3) / 4;
   std::memset(packed, 0, static_cast<size_t>(packed_b_bytes(N, K)));
   for (int64_t n = 0; n < N; ++n)
@@ -179,6 +180,8 @@ void gemm_u8s8_packed(const uint8_t* A, int64_t lda, const int8_t* packed, int32
 }
 
 void gemm_u8s8(const uint8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t N, int64_t K) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) return std::fill(C, C + M * N, 0);  // empty sums (and no operands to read)
   const Int8Path path = int8_path();
   if (path == Int8Path::VNNI) {  // packed (rows of A padded to a multiple of 4)
     std::vector<int8_t> packed(static_cast<size_t>(packed_b_bytes(N, K)));
