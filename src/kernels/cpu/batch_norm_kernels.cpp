@@ -1,5 +1,6 @@
 // batch_norm in training: per channel, the mean and the biased variance of
-// its N x spatial values (two passes, summed in double whatever the dtype),
+// its N x spatial values (two passes; lane-wise partial sums per plane,
+// added up in double),
 // then y = x scale + shift; the backward from the two per-channel sums
 // sum(dy) and sum(dy (x - mean)). Channels are split over the thread pool;
 // each reads its N contiguous planes.
@@ -30,6 +31,22 @@ T value_or(const Tensor& t, bool has, int64_t c, T fallback) {
   return has ? t.data_ptr<T>()[c] : fallback;
 }
 
+// The sum of f(0) .. f(n - 1): 16 lane-wise partial sums in T (a loop
+// the compiler vectorizes without reordering any one sum), added up in
+// double. A plane of HW values adds at most HW / 16 terms per lane.
+template <class T, class F>
+double lane_sum(int64_t n, const F& f) {
+  constexpr int kLanes = 16;
+  T part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) part[j] += f(i + j);
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(f(i));
+  for (T v : part) s += static_cast<double>(v);
+  return s;
+}
+
 }  // namespace
 
 void batch_norm_training_kernel(const OpCall& c) {
@@ -45,15 +62,17 @@ void batch_norm_training_kernel(const OpCall& c) {
     parallel_for(0, p.C, channel_grain(p), [&](int64_t begin, int64_t end) {
       for (int64_t ch = begin; ch < end; ++ch) {
         double sum = 0;
-        for (int64_t n = 0; n < p.N; ++n)
-          for (const T* v = xp + p.at(n, ch); v != xp + p.at(n, ch) + p.HW; ++v) sum += static_cast<double>(*v);
+        for (int64_t n = 0; n < p.N; ++n) {
+          const T* v = xp + p.at(n, ch);
+          sum += lane_sum<T>(p.HW, [v](int64_t i) { return v[i]; });
+        }
         const double mean = sum / p.count();
+        const T m = static_cast<T>(mean);
         double squares = 0;
-        for (int64_t n = 0; n < p.N; ++n)
-          for (const T* v = xp + p.at(n, ch); v != xp + p.at(n, ch) + p.HW; ++v) {
-            const double d = static_cast<double>(*v) - mean;
-            squares += d * d;
-          }
+        for (int64_t n = 0; n < p.N; ++n) {
+          const T* v = xp + p.at(n, ch);
+          squares += lane_sum<T>(p.HW, [v, m](int64_t i) { return (v[i] - m) * (v[i] - m); });
+        }
         const double var = squares / p.count();
         const double scale = static_cast<double>(value_or<T>(w, has_w, ch, T(1))) / std::sqrt(var + eps);
         const T s = static_cast<T>(scale), shift = static_cast<T>(static_cast<double>(value_or<T>(b, has_b, ch, T(0))) - mean * scale);
@@ -87,12 +106,11 @@ void batch_norm_backward_kernel(const OpCall& c) {
         const double mu = static_cast<double>(mean.data_ptr<T>()[ch]);
         const double invstd = 1 / std::sqrt(static_cast<double>(var.data_ptr<T>()[ch]) + eps);
         double sum_dy = 0, sum_dy_xmu = 0;
+        const T m = static_cast<T>(mu);
         for (int64_t n = 0; n < p.N; ++n) {
           const T *g = gp + p.at(n, ch), *v = xp + p.at(n, ch);
-          for (int64_t i = 0; i < p.HW; ++i) {
-            sum_dy += static_cast<double>(g[i]);
-            sum_dy_xmu += static_cast<double>(g[i]) * (static_cast<double>(v[i]) - mu);
-          }
+          sum_dy += lane_sum<T>(p.HW, [g](int64_t i) { return g[i]; });
+          sum_dy_xmu += lane_sum<T>(p.HW, [g, v, m](int64_t i) { return g[i] * (v[i] - m); });
         }
         if (want_w) c.outputs[1].data_ptr<T>()[ch] = static_cast<T>(sum_dy_xmu * invstd);
         if (want_b) c.outputs[2].data_ptr<T>()[ch] = static_cast<T>(sum_dy);
