@@ -5,7 +5,6 @@
 // products of per-dim ranges), adaptive_max_pool2d (one window per output
 // cell). Autograd and kiln::compile come from those ops.
 #include <cmath>
-#include <limits>
 
 #include "kiln/error.h"
 #include "kiln/nn.h"
@@ -55,9 +54,9 @@ PoolGeometry geometry(const char* op, const Tensor& x, int64_t d, Shape kernel, 
   return g;
 }
 
-// The windows of x padded with `value`, their kernel dims merged: (N, C, out..., K).
-Tensor flat_windows(const Tensor& x, const PoolGeometry& g, double value) {
-  const Tensor padded = pad(x, g.pads, "constant", value);
+// The windows of x padded with zeros, their kernel dims merged: (N, C, out..., K).
+Tensor flat_windows(const Tensor& x, const PoolGeometry& g) {
+  const Tensor padded = pad(x, g.pads);
   const Tensor w = spatial::windows(padded, g.kernel, g.stride, g.dilation);
   const int64_t d = static_cast<int64_t>(g.kernel.size());
   return w.flatten(2 + d, -1);
@@ -79,7 +78,7 @@ Tensor avg_pool(const char* op, const Tensor& input, int64_t d, Shape kernel, Sh
                 bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   const auto [x, unbatched] = spatial::batched(op, input, d);
   const PoolGeometry g = geometry(op, x, d, kernel, stride, padding, {1}, ceil_mode);
-  const Tensor sums = sum(flat_windows(x, g, 0.0), {-1});
+  const Tensor sums = sum(flat_windows(x, g), {-1});
   Tensor y;
   if (divisor_override) {
     check(*divisor_override != 0, op, "divisor_override must not be zero");

@@ -7,6 +7,7 @@
 #include "kiln/autograd.h"
 #include "kiln/error.h"
 #include "kiln/quantization.h"
+#include "nn/spatial.h"
 
 namespace kiln::quant {
 namespace {
@@ -31,8 +32,6 @@ const nn::ConvNd* quantizable_conv(const nn::UnaryModule* m) {
   if (!conv || conv->options.groups != 1 || conv->options.padding_mode != "zeros") return nullptr;
   return conv;
 }
-
-Shape two(const Shape& s) { return s.size() == 1 ? Shape{s[0], s[0]} : s; }
 
 }  // namespace
 
@@ -95,10 +94,10 @@ QuantizedLayer::QuantizedLayer(const Tensor& float_weight, const Tensor& float_b
 
 QuantizedConv2d::QuantizedConv2d(const nn::ConvNd& conv, const QParams& input)
     : QuantizedLayer(conv.weight, conv.bias, input),
-      kernel_size(two(conv.kernel_size)),
-      stride(two(conv.options.stride)),
-      padding(two(conv.options.padding)),
-      dilation(two(conv.options.dilation)) {}
+      kernel_size(nn::spatial::per_dim("QuantizedConv2d", "kernel_size", conv.kernel_size, 2)),
+      stride(nn::spatial::per_dim("QuantizedConv2d", "stride", conv.options.stride, 2)),
+      padding(nn::spatial::per_dim("QuantizedConv2d", "padding", conv.options.padding, 2)),
+      dilation(nn::spatial::per_dim("QuantizedConv2d", "dilation", conv.options.dilation, 2)) {}
 
 Tensor QuantizedConv2d::forward(const Tensor& x) {
   return conv2d_int8(x, weight, bias, kernel_size, stride, padding, dilation, input_scale, input_zero_point);

@@ -7,24 +7,16 @@
 #include "kiln/error.h"
 #include "kiln/quantization.h"
 #include "ops/op_util.h"
+#include "ops/quantized_range.h"
 
 namespace kiln::quant {
 namespace {
-
-struct Range {
-  int64_t lo, hi;
-};
-
-Range int_range(DType t, const char* op) {
-  check(t == kInt8 || t == kUInt8, op, "expected dtype int8 (qint8) or uint8 (quint8) but got ", t);
-  return t == kInt8 ? Range{-128, 127} : Range{0, 255};
-}
 
 constexpr double kEps = std::numeric_limits<float>::epsilon();
 
 // PyTorch's _calculate_qparams on min and max values (float64 tensors of one shape).
 QParams qparams(const Tensor& min_val, const Tensor& max_val, DType dtype, bool symmetric) {
-  const Range q = int_range(dtype, "observer");
+  const QuantRange q = quant_range(dtype, "observer");
   const Tensor zero = zeros_like(min_val);
   const Tensor lo = minimum(min_val, zero), hi = maximum(max_val, zero);
   if (symmetric) {
@@ -47,7 +39,7 @@ void check_finite(const Tensor& x, const char* op) {
 
 MinMaxObserver::MinMaxObserver(DType dtype, bool symmetric, QScheme scheme, int64_t ch_axis)
     : dtype_(dtype), symmetric_(symmetric), scheme_(scheme), axis_(ch_axis) {
-  int_range(dtype, "MinMaxObserver");
+  quant_range(dtype, "MinMaxObserver");
 }
 
 void MinMaxObserver::observe(const Tensor& input) {
@@ -76,7 +68,7 @@ QParams MinMaxObserver::calculate_qparams() const {
 }
 
 HistogramObserver::HistogramObserver(DType dtype, int64_t bins) : dtype_(dtype) {
-  int_range(dtype, "HistogramObserver");
+  quant_range(dtype, "HistogramObserver");
   check(bins >= 2, "HistogramObserver", "expected at least 2 bins but got ", bins);
   histogram_.assign(static_cast<size_t>(bins), 0.0);
 }
@@ -108,7 +100,7 @@ std::pair<double, double> HistogramObserver::chosen_range() const {
   const int64_t bins = static_cast<int64_t>(histogram_.size());
   const double width = (hi_ - lo_) / static_cast<double>(bins);
   if (width == 0) return {lo_, hi_};
-  const Range q = int_range(dtype_, "HistogramObserver");
+  const QuantRange q = quant_range(dtype_, "HistogramObserver");
   const double levels = static_cast<double>(q.hi - q.lo);
   // The L2 error of quantizing to [start, end] bins: clipped mass by its
   // distance to the edge, plus rounding noise step^2 / 12 inside.

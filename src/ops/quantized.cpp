@@ -6,21 +6,18 @@
 #include "kiln/error.h"
 #include "kiln/quantization.h"
 #include "ops/op_util.h"
+#include "ops/quantized_range.h"
 
 namespace kiln::quant {
 namespace {
 
 const char* kOp = "quantize";
 
-std::pair<int64_t, int64_t> int_range(DType t, const char* op) {
-  check(t == kInt8 || t == kUInt8, op, "expected dtype int8 (qint8) or uint8 (quint8) but got ", t);
-  return t == kInt8 ? std::pair<int64_t, int64_t>{-128, 127} : std::pair<int64_t, int64_t>{0, 255};
-}
 
 // clamp(round(x * (1 / scale)) + zero_point), the reciprocal in float32 as
 // PyTorch's CPU kernels compute it; scale and zero_point broadcast against x.
 Tensor quantized_values(const Tensor& x, const Tensor& scale, const Tensor& zero_point, DType t) {
-  const auto [lo, hi] = int_range(t, kOp);
+  const auto [lo, hi] = quant_range(t, kOp);
   const Tensor inverse = (1.0 / scale.to(kFloat32)).to(kFloat32);
   const Tensor q = round(x.to(kFloat32) * inverse).to(kFloat64) + zero_point.to(kFloat64);
   return clamp(q, static_cast<double>(lo), static_cast<double>(hi)).to(t);
@@ -67,6 +64,11 @@ const OpDef& kConv2dInt8 = register_op(ops::with_backward(
 
 }  // namespace
 
+QuantRange quant_range(DType t, const char* op) {
+  check(t == kInt8 || t == kUInt8, op, "expected dtype int8 (qint8) or uint8 (quint8) but got ", t);
+  return t == kInt8 ? QuantRange{-128, 127} : QuantRange{0, 255};
+}
+
 QuantizedTensor::QuantizedTensor(Tensor values, Tensor scales, Tensor zero_points, QScheme scheme, int64_t axis)
     : values_(std::move(values)), scales_(std::move(scales)), zero_points_(std::move(zero_points)), scheme_(scheme),
       axis_(axis) {}
@@ -106,7 +108,7 @@ QuantizedTensor quantize_per_tensor(const Tensor& x, double scale, int64_t zero_
   const char* op = "quantize_per_tensor";
   check(is_floating(x.dtype()), op, "expected a floating point input but got ", x.dtype());
   check(std::isfinite(scale) && scale > 0, op, "expected a positive finite scale but got ", scale);
-  const auto [lo, hi] = int_range(dtype, op);
+  const auto [lo, hi] = quant_range(dtype, op);
   check(zero_point >= lo && zero_point <= hi, op, "expected zero_point in [", lo, ", ", hi, "] for ", dtype, " but got ",
         zero_point);
   const Tensor s = scalar_tensor(scale, kFloat64), z = scalar_tensor(zero_point, kInt64);
@@ -122,7 +124,7 @@ QuantizedTensor quantize_per_channel(const Tensor& x, const Tensor& scales, cons
   check(scales.dim() == 1 && scales.numel() == n && zero_points.dim() == 1 && zero_points.numel() == n, op,
         "expected scales and zero_points of shape [", n, "] (the input's size along axis ", a, ") but got ",
         shape_text(scales.sizes()), " and ", shape_text(zero_points.sizes()));
-  const auto [lo, hi] = int_range(dtype, op);
+  const auto [lo, hi] = quant_range(dtype, op);
   const Tensor s = scales.to(kFloat64), z = zero_points.to(kInt64);
   if (n > 0) {
     check(amin(s).item<double>() > 0 && std::isfinite(amax(s).item<double>()), op, "expected positive finite scales");

@@ -166,11 +166,14 @@ void run(const Fn& fn) {
 // each running oneDNN on that one thread (an OpenMP region of one thread
 // starts no team). With fewer images than threads, the whole batch runs on
 // oneDNN's own threads.
+// How many chunks over_batch splits a batch of N images into (at least 1).
+int64_t batch_chunks(int64_t N) { return std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N)); }
+
 template <class Chunk>
 void over_batch(int64_t N, const Chunk& chunk) {
-  const int64_t threads = get_num_threads(), chunks = std::min<int64_t>(threads, N);
-  if (chunks <= 1) {
-    omp_set_num_threads(static_cast<int>(threads));
+  const int64_t chunks = batch_chunks(N);
+  if (chunks == 1) {
+    omp_set_num_threads(get_num_threads());
     return run([&] { chunk(int64_t{0}, N, int64_t{0}); });
   }
   parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
@@ -210,7 +213,7 @@ void convolution_backward_kernel(const OpCall& c) {
              want_bias = c.attrs.get_bool("bias_grad");
   const Tensor gy = describable(c.inputs[0]), x = describable(c.inputs[1]), w = describable(c.inputs[2]);
   check_float32(gy), check_float32(x), check_float32(w);
-  const int64_t N = x.size(0), chunks = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), N));
+  const int64_t N = x.size(0), chunks = batch_chunks(N);
   // Each chunk's weight (and bias) gradient, summed after; the weight's is
   // computed with the bias's even when only one is wanted.
   std::vector<Tensor> gw(static_cast<size_t>(chunks)), gb(static_cast<size_t>(chunks));

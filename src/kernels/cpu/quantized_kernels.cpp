@@ -33,7 +33,9 @@ struct Uint8Quantizer {
   }
 };
 
-// The int8 weight's inputs (values, scales, row sums, packed) at 1..4 and the optional bias at 5.
+// The int8 weight's inputs (values, scales, row sums, packed) at 1..4 and
+// the optional bias at 5, and the two steps linear and conv share: the
+// product of quantized input rows with the weight, and its scaling back.
 struct WeightInputs {
   const int8_t* values;
   const float* scales;
@@ -41,11 +43,28 @@ struct WeightInputs {
   const int8_t* packed;
   const float* bias;  // null without one
   int64_t rows, K;
+  bool vnni;  // the packed kernel runs (int8_path() once per call)
+
+  // The stride of the quantized input's rows: K, rounded up to a multiple
+  // of 4 (zeros after K) for the packed kernel's groups.
+  int64_t row_stride() const { return vnni ? (K + 3) / 4 * 4 : K; }
+  // acc (M x rows) = q (M rows of stride row_stride()) times the weight transposed.
+  void product(const uint8_t* q, int64_t M, int32_t* acc) const {
+    if (vnni)
+      gemm_u8s8_packed(q, row_stride(), packed, acc, M, rows, K);
+    else
+      gemm_u8s8(q, values, acc, M, rows, K);
+  }
+  // Output n of a row from its int32 sum: sx sw[n] (acc - zx rowsum[n]) + b[n].
+  float output(int32_t acc, int64_t n, float input_scale, int32_t input_zero_point) const {
+    const float v = input_scale * scales[n] * static_cast<float>(acc - input_zero_point * row_sums[n]);
+    return bias ? v + bias[n] : v;
+  }
 };
 WeightInputs weight_inputs(const OpCall& c) {
   return {c.inputs[1].data_ptr<int8_t>(), c.inputs[2].data_ptr<float>(), c.inputs[3].data_ptr<int32_t>(),
           c.inputs[4].data_ptr<int8_t>(), c.attrs.get_bool("has_bias") ? c.inputs[5].data_ptr<float>() : nullptr,
-          c.inputs[1].size(0), c.inputs[1].size(1)};
+          c.inputs[1].size(0), c.inputs[1].size(1), int8_path() == Int8Path::VNNI};
 }
 
 }  // namespace
@@ -64,9 +83,6 @@ void pack_u8s8_weight_kernel(const OpCall& c) {
 void linear_dynamic_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];
   const WeightInputs wi = weight_inputs(c);
-  const int8_t *w = wi.values, *packed = wi.packed;
-  const float *w_scale = wi.scales, *bias = wi.bias;
-  const int32_t* row_sum = wi.row_sums;
   const int64_t K = wi.K, N = wi.rows, M = K ? x.numel() / K : 0;
   float* y = c.outputs[0].data_ptr<float>();
   if (M == 0) return;
@@ -84,9 +100,7 @@ void linear_dynamic_kernel(const OpCall& c) {
     zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / scale), 0.0, 255.0));
   }
   const Uint8Quantizer quantize(scale, zero_point);
-  // Rows of the quantized input padded with zeros to a multiple of 4 (the packed kernel's groups).
-  const bool vnni = int8_path() == Int8Path::VNNI;
-  const int64_t lda = vnni ? (K + 3) / 4 * 4 : K;
+  const int64_t lda = wi.row_stride();
   std::vector<uint8_t> q(static_cast<size_t>(M * lda), 0);
   parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, K)), [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; ++m) {
@@ -96,17 +110,11 @@ void linear_dynamic_kernel(const OpCall& c) {
     }
   });
   std::vector<int32_t> acc(static_cast<size_t>(M * N));
-  if (vnni)
-    gemm_u8s8_packed(q.data(), lda, packed, acc.data(), M, N, K);
-  else
-    gemm_u8s8(q.data(), w, acc.data(), M, N, K);
+  wi.product(q.data(), M, acc.data());
   parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, N)), [&](int64_t begin, int64_t end) {
     for (int64_t m = begin; m < end; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        const int32_t centred = acc[static_cast<size_t>(m * N + n)] - zero_point * row_sum[n];
-        const float v = static_cast<float>(scale) * w_scale[n] * static_cast<float>(centred);
-        y[m * N + n] = bias ? v + bias[n] : v;
-      }
+      for (int64_t n = 0; n < N; ++n)
+        y[m * N + n] = wi.output(acc[static_cast<size_t>(m * N + n)], n, static_cast<float>(scale), zero_point);
   });
 }
 
@@ -119,18 +127,13 @@ void linear_dynamic_kernel(const OpCall& c) {
 void conv2d_int8_kernel(const OpCall& c) {
   const Tensor& x = c.inputs[0];
   const WeightInputs wi = weight_inputs(c);
-  const int8_t *w = wi.values, *packed = wi.packed;
-  const float *w_scale = wi.scales, *bias = wi.bias;
-  const int32_t* row_sum = wi.row_sums;
   const Shape &kernel = c.attrs.get_shape("kernel"), &stride = c.attrs.get_shape("stride"),
               &padding = c.attrs.get_shape("padding"), &dilation = c.attrs.get_shape("dilation"),
               &out = c.attrs.get_shape("out");
   const double scale = c.attrs.get_double("input_scale");
   const int32_t zero_point = static_cast<int32_t>(c.attrs.get_int("input_zero_point"));
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = wi.rows;
-  const int64_t OH = out[0], OW = out[1], P = OH * OW, K = wi.K;
-  const bool vnni = int8_path() == Int8Path::VNNI;
-  const int64_t lda = vnni ? (K + 3) / 4 * 4 : K;
+  const int64_t OH = out[0], OW = out[1], P = OH * OW, lda = wi.row_stride();
   const Uint8Quantizer quantize(scale, zero_point);
   const float* xp = x.data_ptr<float>();
   float* y = c.outputs[0].data_ptr<float>();
@@ -156,15 +159,11 @@ void conv2d_int8_kernel(const OpCall& c) {
           }
       }
     std::vector<int32_t> acc(static_cast<size_t>(P * O));
-    if (vnni)
-      gemm_u8s8_packed(cols.data(), lda, packed, acc.data(), P, O, K);
-    else
-      gemm_u8s8(cols.data(), w, acc.data(), P, O, K);
+    wi.product(cols.data(), P, acc.data());
     for (int64_t o = 0; o < O; ++o) {
-      const float s = static_cast<float>(scale) * w_scale[o], b = bias ? bias[o] : 0.0f;
-      const int32_t correction = zero_point * row_sum[o];
       float* plane = y + (n * O + o) * P;
-      for (int64_t p = 0; p < P; ++p) plane[p] = s * static_cast<float>(acc[static_cast<size_t>(p * O + o)] - correction) + b;
+      for (int64_t p = 0; p < P; ++p)
+        plane[p] = wi.output(acc[static_cast<size_t>(p * O + o)], o, static_cast<float>(scale), zero_point);
     }
   };
   if (N == 1) return image(0);
