@@ -5,6 +5,7 @@
 BUILD ?= build
 SAN_BUILD ?= build-sanitize
 FUZZ_BUILD ?= build-fuzz
+ARM_BUILD ?= build-arm64
 FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 
@@ -24,8 +25,12 @@ DEMO_PKGS := fortunes
 BENCH_PKGS := libtorch-dev libopenmpi-dev openmpi-bin
 # The fuzz targets need clang with libFuzzer and its sanitizer runtimes.
 FUZZ_PKGS := clang libclang-rt-14-dev
+# The arm64 build: Debian's cross compiler and qemu-user (the arm64 libraries
+# come into a sysroot from Debian's arm64 packages: cmake/arm64-sysroot.sh).
+ARM_PKGS := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: demo test check-sanitize fuzz bench build package deps demo-deps bench-deps fuzz-deps clean
+.PHONY: demo test check-sanitize fuzz bench build package deps demo-deps bench-deps fuzz-deps clean \
+        arm64 test-arm64 arm64-deps
 
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -50,6 +55,10 @@ bench-deps: deps
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_PKGS))
+
+arm64-deps:
+	$(call install_missing,$(ARM_PKGS))
+	bash cmake/arm64-sysroot.sh $(CURDIR)/$(ARM_BUILD)/sysroot
 
 $(BUILD)/build.ninja: CMakeLists.txt
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -101,5 +110,18 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-collectives --json
 	./$(BUILD)/bin/kiln-bench-vision --json
 
+# kiln cross-built for arm64 (docs/ARM64.md), and its tests under qemu-user:
+# the suite on a NEON CPU (neoverse-n1: no SVE), the kernel tests again on
+# SVE CPUs of 128, 256 and 512 bits (tests/CMakeLists.txt's kernels-sve*).
+# ARM_TESTS: a ctest -R pattern (CI runs the subset .ci/run names).
+ARM_TESTS ?= .
+arm64: arm64-deps
+	cmake -S . -B $(ARM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=OFF \
+	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DKILN_ARM64_SYSROOT=$(CURDIR)/$(ARM_BUILD)/sysroot
+	cmake --build $(ARM_BUILD) -j $(JOBS)
+
+test-arm64: arm64
+	KILN_CXX=aarch64-linux-gnu-g++ KILN_CXX_MARCH=armv8-a QEMU_CPU=neoverse-n1 ctest --test-dir $(ARM_BUILD) --output-on-failure -R '$(ARM_TESTS)'
+
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(ARM_BUILD)

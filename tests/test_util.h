@@ -59,17 +59,20 @@ inline double at_broadcast(const Tensor& t, const std::vector<int64_t>& idx) {
   return read_at(t, off);
 }
 
-enum class Layout { Contiguous, Transposed, Strided, Broadcast };
+// ChannelsLast: dim 1 stored innermost (torch.channels_last for 4 dims,
+// channels_last_3d for 5, the same order for 3).
+enum class Layout { Contiguous, Transposed, Strided, Broadcast, ChannelsLast };
 inline const char* layout_name(Layout l) {
   switch (l) {
     case Layout::Contiguous: return "contiguous";
     case Layout::Transposed: return "transposed";
     case Layout::Strided: return "strided";
+    case Layout::ChannelsLast: return "channels-last";
     default: return "broadcast";
   }
 }
 inline std::vector<Layout> all_layouts() {
-  return {Layout::Contiguous, Layout::Transposed, Layout::Strided, Layout::Broadcast};
+  return {Layout::Contiguous, Layout::Transposed, Layout::Strided, Layout::Broadcast, Layout::ChannelsLast};
 }
 
 // Random normal values (scaled) of `shape` laid out as asked, in dtype dt.
@@ -89,6 +92,13 @@ inline Tensor make_input(const Shape& shape, Layout layout, DType dt, double sca
       Shape s = shape;
       s[nd - 1] = s[nd - 1] * 2 + 1;
       return gen(s).slice(-1, 1, std::nullopt, 2).narrow(-1, 0, shape[nd - 1]);
+    }
+    case Layout::ChannelsLast: {
+      if (nd < 3) return gen(shape);
+      Shape stored = {shape[0]}, back = {0, nd - 1};
+      for (int64_t d = 2; d < nd; ++d) stored.push_back(shape[static_cast<size_t>(d)]), back.push_back(d - 1);
+      stored.push_back(shape[1]);
+      return gen(stored).permute(back);
     }
     case Layout::Broadcast: {
       if (nd == 0) return gen(shape);

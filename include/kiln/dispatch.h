@@ -181,6 +181,10 @@ inline Tensor dispatch1(const OpDef& op, std::initializer_list<Tensor> inputs, c
 // in PyTorch), else the default device. An error names the op and the
 // devices when the inputs disagree.
 std::vector<TensorMeta> output_metas(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+// An uninitialised output as `m` describes it: row-major, or in the strides
+// the shape function named (a channels-last output). Tracers allocate
+// through it too, so a traced tensor's layout is the one eager gives.
+Tensor empty_output(TensorMeta m);
 
 // Skips modes and runs the kernel: what a mode calls to compute for real.
 std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,

@@ -18,6 +18,16 @@ namespace kiln {
 class Tensor;
 class Generator;  // kiln/runtime.h
 
+// How a dense tensor's elements are ordered in memory, as torch.memory_format.
+// ChannelsLast keeps an (N, C, H, W) tensor's sizes and stores it as
+// (N, H, W, C) (strides H*W*C, 1, W*C, C); ChannelsLast3d likewise for
+// (N, C, D, H, W). Preserve: the input's format (for ops that take one).
+enum class MemoryFormat : uint8_t { Contiguous, ChannelsLast, ChannelsLast3d, Preserve };
+const char* memory_format_name(MemoryFormat f);
+// The strides of a dense tensor of `sizes` in format `f` (Contiguous,
+// ChannelsLast for 4 dims, ChannelsLast3d for 5; an error naming `op` otherwise).
+Shape memory_format_strides(const Shape& sizes, MemoryFormat f, const char* op = "memory_format");
+
 // What a factory makes, as torch::TensorOptions: a dtype (unset: the
 // factory's default, float32 or the value's) and a device (unset: the
 // default device). Implicit from either, so `zeros({2, 3}, kInt64)` and
@@ -116,6 +126,12 @@ class Tensor {
   int64_t storage_offset() const { return checked()->storage_offset; }
   size_t element_size() const { return kiln::element_size(dtype()); }
   bool is_contiguous() const;
+  // Dense in format f (a tensor with at most one element in each of C and
+  // H*W is contiguous in both, as in PyTorch).
+  bool is_contiguous(MemoryFormat f) const;
+  // ChannelsLast(3d) when its strides are those of that format and not also
+  // row-major, else Contiguous: the format an op's output follows.
+  MemoryFormat suggest_memory_format() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   uint64_t version() const { return checked()->version->load(); }
   void bump_version() const { checked()->version->fetch_add(1); }
@@ -151,6 +167,7 @@ class Tensor {
 
   // Copies and conversions
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat f) const;  // *this when already dense in f
   Tensor clone() const;
   Tensor to(DType dtype) const;  // returns *this when the dtype already matches
   // A copy on `device` (*this when already there). To meta: the metadata
@@ -250,6 +267,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // the value's), the device to default_device(); the *_like ones take the
 // tensor's dtype and device.
 Tensor empty(Shape sizes, TensorOptions options = {});
+Tensor empty(Shape sizes, TensorOptions options, MemoryFormat format);
 // A contiguous tensor whose memory comes from `allocator`, which must
 // outlive it and serve memory the device's kernels can use (symm_mem::empty
 // allocates from the symmetric heap so).

@@ -116,8 +116,7 @@ class Recorder final : public DispatchMode {
     if (op.kind == OpKind::View) {
       outs = run_kernel(op, inputs, attrs);  // metadata only
     } else {
-      for (const TensorMeta& m : output_metas(op, inputs, attrs))
-        outs.push_back(empty(m.sizes, TensorOptions(m.dtype).device(m.device)));
+      for (TensorMeta& m : output_metas(op, inputs, attrs)) outs.push_back(empty_output(std::move(m)));
     }
     for (const Tensor& o : outs) {
       node.outputs.push_back(g_.trace.add_output(o));

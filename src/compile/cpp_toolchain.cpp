@@ -80,7 +80,12 @@ std::shared_ptr<SharedObject> load_or_build(const std::string& source, std::stri
   const std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
   // -ffp-contract=off: eager rounds a * b before adding c, and so must the
   // loop (an FMA would keep a * b = 4e38 finite where eager overflows).
-  const std::string flags = "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
+  // KILN_CXX_MARCH: the -march value (default native; a cross compiler,
+  // which cannot ask the CPU it runs on, names one: armv8-a under qemu).
+  const char* march_env = std::getenv("KILN_CXX_MARCH");
+  const std::string march = march_env && *march_env ? march_env : "native";
+  const std::string flags = "-O3 -march=" + march +
+                            " -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -shared -fPIC";
   // libm for pow and fmod only: every other function is in the source.
   const std::string libs = "-lm";
   char hash[32];

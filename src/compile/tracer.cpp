@@ -250,7 +250,7 @@ class Tracer : public DispatchMode {
       std::vector<TensorMeta> metas = output_metas(op, inputs, attrs);
       const core::UnwrittenAllocations pending_storage;  // never written: Note [Untouched blocks]
       outs.reserve(metas.size());
-      for (TensorMeta& m : metas) outs.push_back(empty(std::move(m.sizes), TensorOptions(m.dtype).device(m.device)));
+      for (TensorMeta& m : metas) outs.push_back(empty_output(std::move(m)));
     }
     record(op, inputs, attrs, outs);
     return outs;

@@ -75,6 +75,12 @@ Tensor empty(Shape sizes, TensorOptions options, Allocator& allocator) {
   return contiguous_empty(std::move(sizes), options, &allocator);
 }
 
+Tensor empty(Shape sizes, TensorOptions options, MemoryFormat format) {
+  if (format == MemoryFormat::Contiguous) return empty(std::move(sizes), options);
+  Shape strides = memory_format_strides(sizes, format, "empty");
+  return empty_strided(std::move(sizes), std::move(strides), options);
+}
+
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
 
 thread_local detail::ConcreteValueHook detail::concrete_value_hook = nullptr;

@@ -269,6 +269,12 @@ std::vector<TensorMeta> output_metas(const OpDef& op, std::span<const Tensor> in
 
 // ---- kernels
 
+Tensor empty_output(TensorMeta m) {
+  const TensorOptions options = TensorOptions(m.dtype).device(m.device.value_or(default_device()));
+  if (m.strides.empty()) return empty(std::move(m.sizes), options);
+  return empty_strided(std::move(m.sizes), std::move(m.strides), options);
+}
+
 std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                std::span<const Tensor> out) {
   Device dev;
@@ -294,7 +300,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
   for (const TensorMeta& m : metas) shape_nbytes(m.sizes, m.dtype, op.name.c_str());  // Note [Checked sizes]
   if (out.empty()) {
     // (The sizes move into the outputs: nothing below reads them.)
-    for (TensorMeta& m : metas) outputs.push_back(empty(std::move(m.sizes), TensorOptions(m.dtype).device(*m.device)));
+    for (TensorMeta& m : metas) outputs.push_back(empty_output(std::move(m)));
   } else {
     check(out.size() == metas.size(), op.name.c_str(), "expected ", metas.size(), " out= tensors but got ",
           out.size());

@@ -56,6 +56,19 @@ Tensor convolution(const char* op, const Tensor& input, const Tensor& weight, co
   const bool unpadded = std::all_of(padding.begin(), padding.end(), [](int64_t p) { return p == 0; });
   const bool pointwise = unpadded && std::all_of(kernel.begin(), kernel.end(), [](int64_t k) { return k == 1; }) &&
                          std::all_of(stride.begin(), stride.end(), [](int64_t s) { return s == 1; });
+  const MemoryFormat format = x.dim() >= 4 ? x.suggest_memory_format() : MemoryFormat::Contiguous;
+  if (pointwise && groups == 1 && format != MemoryFormat::Contiguous) {
+    // Channels-last: the (N * spatial, C) rows times the weight, already the
+    // channels-last output: one GEMM, the bias added in it.
+    Shape to_last = {0}, back = {0, x.dim() - 1};
+    for (int64_t i = 2; i < x.dim(); ++i) to_last.push_back(i), back.push_back(i - 1);
+    to_last.push_back(1);
+    Shape last_sizes = x.permute(to_last).sizes();
+    last_sizes.back() = O;
+    const Tensor rows = x.permute(to_last).reshape({-1, C});
+    const Tensor y = linear(rows, weight.reshape({O, C}), bias).view(last_sizes).permute(back);
+    return unbatched ? y.squeeze(0) : y;
+  }
   if (pointwise) {  // a 1x1 convolution is one GEMM per image and group, no im2col
     const int64_t Cg = C / groups, Og = O / groups;
     Shape final_sizes = {N, O};

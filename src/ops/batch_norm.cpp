@@ -15,17 +15,21 @@ using autograd::BackwardContext;
 using Grads = std::vector<Tensor>;
 
 std::vector<TensorMeta> normalised_shape(std::span<const Tensor> in, const Attrs&) {
-  return {TensorMeta(in[0].sizes(), in[0].dtype()), TensorMeta({in[0].size(1)}, in[0].dtype()),
-          TensorMeta({in[0].size(1)}, in[0].dtype())};
+  std::vector<TensorMeta> m = {TensorMeta(in[0].sizes(), in[0].dtype()), TensorMeta({in[0].size(1)}, in[0].dtype()),
+                               TensorMeta({in[0].size(1)}, in[0].dtype())};
+  follow_memory_format(m[0], in[0]);
+  return m;
 }
 
 // (grad, x, [weight], mean, var) -> grad x, weight, bias (0 elements where not asked for).
 std::vector<TensorMeta> gradients_shape(std::span<const Tensor> in, const Attrs& a) {
   const DType t = in[1].dtype();
   const int64_t C = in[1].size(1);
-  return {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
-          TensorMeta(Shape{a.get_bool("weight_grad") ? C : 0}, t),
-          TensorMeta(Shape{a.get_bool("bias_grad") ? C : 0}, t)};
+  std::vector<TensorMeta> m = {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
+                               TensorMeta(Shape{a.get_bool("weight_grad") ? C : 0}, t),
+                               TensorMeta(Shape{a.get_bool("bias_grad") ? C : 0}, t)};
+  if (a.get_bool("input_grad")) follow_memory_format(m[0], in[1]);
+  return m;
 }
 
 const OpDef& kBatchNormBackward = register_op(with_backward(
@@ -41,7 +45,7 @@ constexpr autograd::BackwardDef kBatchNormGrad{[](const BackwardContext& c) -> G
   Attrs a{{"eps", c.attrs.get_double("eps")}, {"has_weight", has_weight}, {"input_grad", c.needs_input_grad[0]},
           {"weight_grad", has_weight && c.needs_input_grad[1]},
           {"bias_grad", has_bias && c.needs_input_grad[bias_at]}};
-  std::vector<Tensor> in = {c.grads[0].contiguous(), c.inputs[0]};
+  std::vector<Tensor> in = {c.grads[0].contiguous(c.inputs[0].suggest_memory_format()), c.inputs[0]};
   if (has_weight) in.push_back(c.inputs[1]);
   in.push_back(c.outputs[1]), in.push_back(c.outputs[2]);
   std::vector<Tensor> g = dispatch(kBatchNormBackward, in, a);
@@ -64,7 +68,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_training(const Tensor& x, const Te
                                                        double eps) {
   check(x.dtype() == kFloat32 || x.dtype() == kFloat64, "batch_norm", "expected float32 or float64 but got ",
         x.dtype());
-  std::vector<Tensor> in = {x.contiguous()};
+  std::vector<Tensor> in = {x.contiguous(x.suggest_memory_format())};
   if (weight.defined()) in.push_back(weight.contiguous());
   if (bias.defined()) in.push_back(bias.contiguous());
   std::vector<Tensor> r = dispatch(

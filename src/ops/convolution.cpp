@@ -24,15 +24,19 @@ Shape output_sizes(const Tensor& x, const Tensor& w, const Attrs& a) {
 }
 
 std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs& a) {
-  return one_output(output_sizes(in[0], in[1], a), in[0].dtype());
+  std::vector<TensorMeta> m = one_output(output_sizes(in[0], in[1], a), in[0].dtype());
+  follow_memory_format(m[0], in[0]);
+  return m;
 }
 
 // (grad, x, weight) -> grad_input, grad_weight, grad_bias; 0 elements where not asked for.
 std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs& a) {
   const DType t = in[1].dtype();
-  return {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
-          TensorMeta(a.get_bool("weight_grad") ? in[2].sizes() : Shape{0}, t),
-          TensorMeta(a.get_bool("bias_grad") ? Shape{in[2].size(0)} : Shape{0}, t)};
+  std::vector<TensorMeta> m = {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
+                               TensorMeta(a.get_bool("weight_grad") ? in[2].sizes() : Shape{0}, t),
+                               TensorMeta(a.get_bool("bias_grad") ? Shape{in[2].size(0)} : Shape{0}, t)};
+  if (a.get_bool("input_grad")) follow_memory_format(m[0], in[1]);
+  return m;
 }
 
 const OpDef& kConvolutionBackward = register_op(with_backward(
@@ -49,7 +53,7 @@ constexpr autograd::BackwardDef kConvolutionGrad{[](const BackwardContext& c) ->
   a.set("groups", c.attrs.get_int("groups"));
   a.set("input_grad", c.needs_input_grad[0]), a.set("weight_grad", c.needs_input_grad[1]);
   a.set("bias_grad", has_bias && c.needs_input_grad[2]);
-  const Tensor in[] = {c.grads[0].contiguous(), c.inputs[0], c.inputs[1]};
+  const Tensor in[] = {c.grads[0].contiguous(c.inputs[0].suggest_memory_format()), c.inputs[0], c.inputs[1]};
   std::vector<Tensor> g = dispatch(kConvolutionBackward, in, a);
   Grads out = {c.needs_input_grad[0] ? g[0] : Tensor(), c.needs_input_grad[1] ? g[1] : Tensor()};
   if (has_bias) out.push_back(c.needs_input_grad[2] ? g[2] : Tensor());

@@ -15,7 +15,7 @@ using Grads = std::vector<Tensor>;
 using autograd::BackwardContext;
 
 OpDef unary_def(const char* name) {
-  return OpDef{name, std::string(name) + "(Tensor self) -> Tensor", OpKind::Compute, ops::same_as_first};
+  return OpDef{name, std::string(name) + "(Tensor self) -> Tensor", OpKind::Compute, ops::pointwise_like_first};
 }
 OpDef binary_def(const char* name, ShapeFn shape = ops::broadcast_all) {
   return OpDef{name, std::string(name) + "(Tensor self, Tensor other) -> Tensor", OpKind::Compute, shape};
@@ -45,16 +45,16 @@ const OpDef& kCeil = register_op(unary_def("ceil"));
 const OpDef& kRound = register_op(unary_def("round"));
 const OpDef& kSquare = register_op(unary_def("square"));
 const OpDef& kClamp = register_op(OpDef{"clamp", "clamp(Tensor self, float min, float max) -> Tensor",
-                                        OpKind::Compute, ops::same_as_first});
+                                        OpKind::Compute, ops::pointwise_like_first});
 // The activations with attributes, in torch.nn.functional's names and order.
 const OpDef& kLeakyRelu = register_op(OpDef{"leaky_relu", "leaky_relu(Tensor self, float negative_slope) -> Tensor",
-                                            OpKind::Compute, ops::same_as_first});
+                                            OpKind::Compute, ops::pointwise_like_first});
 const OpDef& kElu = register_op(OpDef{"elu", "elu(Tensor self, float alpha) -> Tensor", OpKind::Compute,
-                                      ops::same_as_first});
+                                      ops::pointwise_like_first});
 const OpDef& kSoftplus = register_op(OpDef{"softplus", "softplus(Tensor self, float beta, float threshold) -> Tensor",
-                                           OpKind::Compute, ops::same_as_first});
+                                           OpKind::Compute, ops::pointwise_like_first});
 const OpDef& kHardtanh = register_op(OpDef{"hardtanh", "hardtanh(Tensor self, float min_val, float max_val) -> Tensor",
-                                           OpKind::Compute, ops::same_as_first});
+                                           OpKind::Compute, ops::pointwise_like_first});
 const OpDef& kHardsigmoid = register_op(unary_def("hardsigmoid"));
 const OpDef& kHardswish = register_op(unary_def("hardswish"));
 const OpDef& kMish = register_op(unary_def("mish"));

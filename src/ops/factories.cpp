@@ -79,6 +79,18 @@ Tensor Tensor::to(Device device, DType t) const {
   return call(kToCopy, {*this}, {{"dtype", t}, {"device", device}});
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+// Through a permuted view: the copy is the row-major copy of the tensor
+// viewed in the format's dim order, so it is differentiable as those are.
+Tensor Tensor::contiguous(MemoryFormat f) const {
+  check(f != MemoryFormat::Preserve, "contiguous", "preserve_format is not supported by contiguous (name a format)");
+  if (is_contiguous(f)) return *this;
+  if (f == MemoryFormat::Contiguous) return clone();
+  memory_format_strides(sizes(), f, "contiguous");  // the rank check
+  const bool is2d = f == MemoryFormat::ChannelsLast;
+  const Shape to_last = is2d ? Shape{0, 2, 3, 1} : Shape{0, 2, 3, 4, 1};
+  const Shape back = is2d ? Shape{0, 3, 1, 2} : Shape{0, 4, 1, 2, 3};
+  return permute(to_last).contiguous().permute(back);
+}
 Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}}); }
 
 const Tensor& Tensor::copy_(const Tensor& src, SourceLocation where) const {

@@ -16,12 +16,16 @@ using Grads = std::vector<Tensor>;
 std::vector<TensorMeta> pooled_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape sizes = {in[0].size(0), in[0].size(1)};
   for (int64_t o : a.get_shape("out")) sizes.push_back(o);
-  return {TensorMeta(sizes, in[0].dtype()), TensorMeta(sizes, kInt64)};
+  std::vector<TensorMeta> m = {TensorMeta(sizes, in[0].dtype()), TensorMeta(sizes, kInt64)};
+  follow_memory_format(m[0], in[0]), follow_memory_format(m[1], in[0]);
+  return m;
 }
 
 // (grad, indices) -> the input's gradient, of sizes attrs "input".
 std::vector<TensorMeta> unpooled_shape(std::span<const Tensor> in, const Attrs& a) {
-  return one_output(a.get_shape("input"), in[0].dtype());
+  std::vector<TensorMeta> m = one_output(a.get_shape("input"), in[0].dtype());
+  follow_memory_format(m[0], in[1]);  // the indices', which is the input's
+  return m;
 }
 
 // d(backward)/d(grad): the incoming gradient read back at the indices.

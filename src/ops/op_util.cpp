@@ -56,11 +56,36 @@ std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&) 
   return one_output(in[0].sizes(), in[0].dtype());
 }
 
+void follow_memory_format(TensorMeta& m, const Tensor& x) {
+  const MemoryFormat f = x.dim() >= 4 ? x.suggest_memory_format() : MemoryFormat::Contiguous;
+  if (f != MemoryFormat::Contiguous) m.strides = memory_format_strides(m.sizes, f);
+}
+
+namespace {
+
+// The first input with the output's sizes sets its memory format.
+std::vector<TensorMeta> pointwise_output(std::span<const Tensor> in, Shape sizes, DType dtype) {
+  std::vector<TensorMeta> m = one_output(std::move(sizes), dtype);
+  if (m[0].sizes.size() < 4) return m;
+  for (const Tensor& t : in)
+    if (t.sizes() == m[0].sizes) {
+      follow_memory_format(m[0], t);
+      break;
+    }
+  return m;
+}
+
+}  // namespace
+
+std::vector<TensorMeta> pointwise_like_first(std::span<const Tensor> in, const Attrs&) {
+  return pointwise_output(in, in[0].sizes(), in[0].dtype());
+}
+
 std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&) {
   Shape s = in[0].sizes();
   for (size_t i = 1; i < in.size(); ++i)
     if (in[i].sizes() != s) s = broadcast_shapes(s, in[i].sizes());
-  return one_output(std::move(s), in[0].dtype());
+  return pointwise_output(in, std::move(s), in[0].dtype());
 }
 
 std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs& a) {

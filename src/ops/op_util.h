@@ -49,8 +49,14 @@ Tensor block_in_zeros(const Tensor& block_grad, const Shape& src_sizes, const Te
 // Shape functions shared by many ops.
 std::vector<TensorMeta> same_as_first(std::span<const Tensor> in, const Attrs&);
 std::vector<TensorMeta> one_output(Shape sizes, DType dtype);  // one output, sizes moved in
+// The pointwise ops' shape functions: the broadcast sizes, in the memory
+// format of the first input of those sizes (a relu or an add of a
+// channels-last tensor is channels-last, as PyTorch's TensorIterator keeps).
+std::vector<TensorMeta> pointwise_like_first(std::span<const Tensor> in, const Attrs&);
 std::vector<TensorMeta> broadcast_all(std::span<const Tensor> in, const Attrs&);      // dtype of input 0
 std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attrs&);  // bool result
+// `m`'s strides for an output in `x`'s suggested memory format (row-major: none).
+void follow_memory_format(TensorMeta& m, const Tensor& x);
 std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a);    // attrs size, dtype
 
 // The op declared with its backward formula (OpDef::backward).

@@ -37,6 +37,9 @@ dnnl::engine& engine() {
 
 struct Geometry {
   Dims src, weights, bias, dst, strides, dilates, padding;
+  // The activations' layout in the primitives: channels-last tensors are
+  // computed in that layout (no reorders); others in the one oneDNN picks.
+  memory::format_tag activations = memory::format_tag::any;
   bool grouped = false;
   std::string key;
 };
@@ -56,6 +59,9 @@ Geometry geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Attrs
   g.strides = Dims(a.get_shape("stride").begin(), a.get_shape("stride").end());
   g.padding = Dims(a.get_shape("padding").begin(), a.get_shape("padding").end());
   for (int64_t d : a.get_shape("dilation")) g.dilates.push_back(d - 1);  // oneDNN counts the skipped elements
+  if (x.dim() >= 4 && x.suggest_memory_format() != MemoryFormat::Contiguous)
+    g.activations = x.dim() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+  g.key = std::to_string(static_cast<int>(g.activations)) + ";";
   for (const Dims* v : {&g.src, &g.weights, &g.bias, &g.dst, &g.strides, &g.dilates, &g.padding}) {
     for (auto e : *v) g.key += std::to_string(e) + ",";
     g.key += ";";
@@ -63,7 +69,9 @@ Geometry geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Attrs
   return g;
 }
 
-memory::desc any(const Dims& dims) { return memory::desc(dims, memory::data_type::f32, memory::format_tag::any); }
+memory::desc any(const Dims& dims, memory::format_tag tag = memory::format_tag::any) {
+  return memory::desc(dims, memory::data_type::f32, tag);
+}
 
 // t's memory as it is laid out (its strides; grouped weights split dim 0).
 memory user_memory(const Tensor& t, const Dims& dims) {
@@ -120,20 +128,20 @@ Primitives& primitives(const Geometry& g, bool backward_data, bool backward_weig
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (!p) {
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                      any(g.src), any(g.weights), bias, any(g.dst), g.strides, g.dilates, g.padding,
+                                      any(g.src, g.activations), any(g.weights), bias, any(g.dst, g.activations), g.strides, g.dilates, g.padding,
                                       g.padding);
     dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
     p = std::make_unique<Primitives>(Primitives{pd, dnnl::convolution_forward(pd), {}, {}, {}, {}});
   }
   if (backward_data && !p->data) {
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(g.src), any(g.weights),
-                                            any(g.dst), g.strides, g.dilates, g.padding, g.padding);
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any(g.src, g.activations), any(g.weights),
+                                            any(g.dst, g.activations), g.strides, g.dilates, g.padding, g.padding);
     p->data_pd.emplace(d, attr, engine(), p->forward_pd);
     p->data.emplace(*p->data_pd);
   }
   if (backward_weights && !p->weights) {
-    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any(g.src), any(g.weights), bias,
-                                               any(g.dst), g.strides, g.dilates, g.padding, g.padding);
+    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any(g.src, g.activations), any(g.weights), bias,
+                                               any(g.dst, g.activations), g.strides, g.dilates, g.padding, g.padding);
     p->weights_pd.emplace(d, attr, engine(), p->forward_pd);
     p->weights.emplace(*p->weights_pd);
   }

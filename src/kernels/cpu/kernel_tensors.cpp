@@ -33,6 +33,13 @@ Tensor converted(const Tensor& t, DType dtype) {
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : converted(t, t.dtype()); }
 
+Tensor contiguous(const Tensor& t, MemoryFormat f) {
+  if (t.is_contiguous(f)) return t;
+  Tensor out = empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()), f);
+  copy_into(out, t);
+  return out;
+}
+
 Tensor reshaped_contiguous(const Tensor& t, Shape sizes) {
   check(t.is_contiguous() && shape_numel(sizes) == t.numel(), "kernel view", "cannot see ", shape_text(t.sizes()),
         " as ", shape_text(sizes));

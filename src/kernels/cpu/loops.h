@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <vector>
@@ -60,7 +61,15 @@ LoopPlan<N> make_plan(const std::array<const Tensor*, N>& ops, const Shape& shap
     for (int64_t d = 0; d < t.dim(); ++d)
       full[k][off + d] = t.size(d) == 1 ? 0 : t.stride(d) * es;
   }
-  for (int64_t d = 0; d < nd; ++d) {
+  // Dims in the order of operand 0's memory, outermost first (stable: a
+  // row-major output keeps the logical order), so that a channels-last or
+  // otherwise permuted output is walked along its memory and merges as well.
+  std::vector<int64_t> order(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) order[static_cast<size_t>(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::abs(full[0][static_cast<size_t>(a)]) > std::abs(full[0][static_cast<size_t>(b)]);
+  });
+  for (int64_t d : order) {
     if (shape[d] == 1) continue;
     const int64_t last = static_cast<int64_t>(p.sizes.size()) - 1;
     bool merge = last >= 0;

@@ -108,13 +108,49 @@ void max_pool_plane(const T* x, T* y, int64_t* arg, const Window& w, const DimTa
     }
 }
 
+// Channels-last: the C maxima of each output position at once, channels
+// innermost (contiguous in x, y and the indices), taps in the planar
+// search's order. Rows (n, od, oh) are split over the thread pool.
+template <class T>
+void max_pool_rows(const T* x, T* y, int64_t* arg, int64_t N, int64_t C, const Window& w, const DimTaps (&taps)[3]) {
+  const int64_t dd = w.dilation[0], dh = w.dilation[1], dw = w.dilation[2], H = w.in[1], W = w.in[2];
+  const int64_t OD = w.out[0], OH = w.out[1], OW = w.out[2];
+  const int64_t window_taps = w.kernel[0] * w.kernel[1] * w.kernel[2];
+  parallel_for(0, N * OD * OH, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OW * C * window_taps)),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / (OD * OH), od = r / OH % OD, oh = r % OH;
+      const int64_t d0 = taps[0].start[od], h0 = taps[1].start[oh];
+      const int64_t kd0 = taps[0].first[od], kd1 = taps[0].last[od], kh0 = taps[1].first[oh], kh1 = taps[1].last[oh];
+      const T* image = x + n * w.in_plane() * C;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = taps[2].start[ow], kw0 = taps[2].first[ow], kw1 = taps[2].last[ow];
+        T* best = y + (r * OW + ow) * C;
+        int64_t* where = arg + (r * OW + ow) * C;
+        const int64_t first = ((d0 + kd0 * dd) * H + h0 + kh0 * dh) * W + w0 + kw0 * dw;
+        for (int64_t ch = 0; ch < C; ++ch) best[ch] = image[first * C + ch], where[ch] = first;
+        for (int64_t kd = kd0; kd < kd1; ++kd)
+          for (int64_t kh = kh0; kh < kh1; ++kh)
+            for (int64_t kw = kw0; kw < kw1; ++kw) {
+              const int64_t at = ((d0 + kd * dd) * H + h0 + kh * dh) * W + w0 + kw * dw;
+              const T* v = image + at * C;
+              for (int64_t ch = 0; ch < C; ++ch) offer(v[ch], at, best[ch], where[ch]);
+            }
+      }
+    }
+  });
+}
+
+bool channels_last(const Tensor& t) { return t.dim() >= 4 && t.suggest_memory_format() != MemoryFormat::Contiguous; }
+
 // Planes per task: about kGrain elements of work.
 int64_t plane_grain(int64_t work_per_plane) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_plane)); }
 
 }  // namespace
 
 void max_pool_kernel(const OpCall& c) {
-  const Tensor x = contiguous(c.inputs[0]);
+  const bool rows = channels_last(c.outputs[0]) && channels_last(c.outputs[1]);
+  const Tensor x = rows ? contiguous(c.inputs[0], c.outputs[0].suggest_memory_format()) : contiguous(c.inputs[0]);
   const Window w = window(x, c.attrs);
   const int64_t planes = x.size(0) * x.size(1);
   visit_f32_f64(x.dtype(), "max_pool", [&](auto tag) {
@@ -128,6 +164,7 @@ void max_pool_kernel(const OpCall& c) {
     int64_t lo = 0, hi = w.out[2];
     while (lo < hi && (dims[2].first[lo] != 0 || dims[2].last[lo] != w.kernel[2])) ++lo;
     while (hi > lo && (dims[2].first[hi - 1] != 0 || dims[2].last[hi - 1] != w.kernel[2])) --hi;
+    if (rows) return max_pool_rows(xp, yp, ip, x.size(0), x.size(1), w, dims);
     parallel_for(0, planes, plane_grain(w.out_plane() * taps), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p)
         max_pool_plane(xp + p * w.in_plane(), yp + p * w.out_plane(), ip + p * w.out_plane(), w, dims, lo, hi);
@@ -136,8 +173,29 @@ void max_pool_kernel(const OpCall& c) {
 }
 
 void max_pool_backward_kernel(const OpCall& c) {
-  const Tensor g = contiguous(c.inputs[0]), arg = contiguous(c.inputs[1]);
   const Tensor& gx = c.outputs[0];
+  if (channels_last(gx)) {
+    // Each image's gradient is its own (indices are in-image): images in parallel.
+    const MemoryFormat f = gx.suggest_memory_format();
+    const Tensor g = contiguous(c.inputs[0], f), arg = contiguous(c.inputs[1], f);
+    const int64_t N = gx.size(0), C = gx.size(1);
+    const int64_t out_positions = g.numel() / (N * C), in_positions = gx.numel() / (N * C);
+    return visit_f32_f64(g.dtype(), "max_pool", [&](auto tag) {
+      using T = decltype(tag);
+      const T* gp = g.data_ptr<T>();
+      const int64_t* ap = arg.data_ptr<int64_t>();
+      T* xp = gx.data_ptr<T>();
+      parallel_for(0, N, plane_grain((out_positions + in_positions) * C), [&](int64_t begin, int64_t end) {
+        for (int64_t n = begin; n < end; ++n) {
+          T* image = xp + n * in_positions * C;
+          std::fill(image, image + in_positions * C, T(0));
+          for (int64_t o = n * out_positions * C; o < (n + 1) * out_positions * C; o += C)
+            for (int64_t ch = 0; ch < C; ++ch) image[ap[o + ch] * C + ch] += gp[o + ch];
+        }
+      });
+    });
+  }
+  const Tensor g = contiguous(c.inputs[0]), arg = contiguous(c.inputs[1]);
   const int64_t planes = arg.size(0) * arg.size(1);
   const int64_t out_plane = planes ? arg.numel() / planes : 0, in_plane = planes ? gx.numel() / planes : 0;
   visit_f32_f64(g.dtype(), "max_pool", [&](auto tag) {
