@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <functional>
 #include <string>
 #include <vector>
@@ -151,6 +153,27 @@ inline Tol tol_for(DType dt) {
 }
 
 // Runs fn and checks it throws kiln::Error whose message contains every needle.
+// An environment variable set for a scope, then restored to what it was
+// (unset if it was): a test must not undo what the run was started with
+// (KILN_CXX naming a cross compiler under qemu).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
   try {
     fn();

@@ -30,10 +30,10 @@ struct ConvShape {
   long N, C, H, W, O, k, stride, padding, groups;
 };
 // Best-of-n seconds of libtorch's conv2d with bias, forward only or forward + backward (all three gradients).
-std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads);
+std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads, bool channels_last = false);
 // Training images per second of the Fashion-MNIST CNN (two conv3x3-BN-ReLU-maxpool stages, linear 3136 -> 128,
 // dropout, linear 128 -> 10; AdamW), random images, over `steps` steps after 2 warm-up steps.
-std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads);
+std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads, bool channels_last = false);
 
 // Best-of-n seconds of libtorch's dynamic quantized Linear (quantized::linear_dynamic, int8 weights per tensor,
 // activations quantized per call) on the oneDNN engine; nullopt without it.

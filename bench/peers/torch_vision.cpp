@@ -13,11 +13,15 @@
 
 namespace kiln::bench::peer {
 
-std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads) {
+std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads, bool channels_last) {
   torch::set_num_threads(threads);
   const OpenBlasThreads blas(threads);
   auto x = torch::randn({s.N, s.C, s.H, s.W}), w = torch::randn({s.O, s.C / s.groups, s.k, s.k}) * 0.1,
        b = torch::randn({s.O});
+  if (channels_last) {
+    x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    w = w.contiguous(torch::MemoryFormat::ChannelsLast);
+  }
   if (!backward) {
     torch::NoGradGuard no_grad;
     torch::Tensor y;
@@ -42,12 +46,19 @@ struct FashionCnn : torch::nn::Module {
 };
 }  // namespace
 
-std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads) {
+std::optional<double> cnn_train_images_per_second(long batch, int steps, int threads, bool channels_last) {
   torch::set_num_threads(threads);
   const OpenBlasThreads blas(threads);
   FashionCnn model;
+  auto x = torch::randn({batch, 1, 28, 28});
+  const auto y = torch::randint(0, 10, {batch}, torch::kLong);
+  if (channels_last) {  // model.to(memory_format=torch.channels_last): the 4-D weights
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.parameters())
+      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+    x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  }
   torch::optim::AdamW opt(model.parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(1e-4));
-  const auto x = torch::randn({batch, 1, 28, 28}), y = torch::randint(0, 10, {batch}, torch::kLong);
   auto step = [&] {
     opt.zero_grad();
     torch::nn::functional::cross_entropy(model.net->forward(x), y).backward();

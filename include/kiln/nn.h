@@ -57,6 +57,10 @@ class Module {
   // Moves parameters and buffers to `device` (their values copied; to meta,
   // shapes only). From meta, where there are no values, use to_empty.
   void to(Device device);
+  // 4-D (5-D) parameters and buffers stored in `format` (channels_last,
+  // channels_last_3d), values unchanged, as module.to(memory_format=...):
+  // convolutions then compute in that format whatever their input's.
+  void to(MemoryFormat format);
   // Parameters and buffers replaced by uninitialised ones of the same shapes
   // on `device`, as PyTorch's to_empty: a model built on meta gets memory
   // once, then its values from load_state_dict.

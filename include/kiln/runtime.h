@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -28,6 +29,17 @@ Capability cpu_capability();
 std::vector<Capability> available_capabilities();  // what this CPU and this build can run
 void set_cpu_capability(Capability c);             // kiln::Error if not available
 Capability parse_capability(const std::string& name);
+// What `kiln info` reports: the architecture ("x86_64", "aarch64"), the
+// CPU features kiln's kernels look for that this CPU has (x86: avx2,
+// avx512f, avx512vnni, avx512bf16, ...; Arm: asimd, dotprod, i8mm, bf16,
+// sve, sve2), Highway's SIMD targets compiled into this build and the one
+// dispatch runs now, and the variant each kernel family with its own
+// instruction paths runs now ({"int8 gemm", "neon-i8mm"}, ...).
+std::string cpu_architecture();
+std::vector<std::string> cpu_features();
+std::vector<std::string> simd_targets_compiled();
+std::string simd_target();
+std::vector<std::pair<std::string, std::string>> kernel_variants();
 
 // ---- random numbers: a counter-based (Philox 4x32-10) generator, so a seed
 // gives the same stream whatever the thread count. Its whole state is the

@@ -23,7 +23,13 @@ inline D convert(S v) {
   } else if constexpr (is_16bit_float<D>) {
     return D(static_cast<float>(v));
   } else if constexpr (is_16bit_float<S>) {
-    return static_cast<D>(static_cast<float>(v));
+    return convert<D>(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && sizeof(D) < sizeof(int64_t)) {
+    // Through int64, then wrapped to D's width (defined since C++20): a float
+    // out of D's range gives the same bits on every CPU (x86 truncates its
+    // int32 conversion, AArch64's conversion to a narrow unsigned saturates:
+    // -2.0 to uint8 was 254 on one and 0 on the other).
+    return static_cast<D>(static_cast<int64_t>(v));
   } else {
     return static_cast<D>(v);
   }

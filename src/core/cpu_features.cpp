@@ -6,12 +6,17 @@
 #include <hwy/targets.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "kiln/error.h"
 #include "kiln/runtime.h"
+
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 namespace kiln {
 namespace {
@@ -129,6 +134,52 @@ void set_cpu_capability(Capability c) {
   std::lock_guard<std::mutex> lock(cap_mu);
   hwy::DisableTargets(~allowed);
   cached_capability.store(-1, std::memory_order_release);
+}
+
+std::string cpu_architecture() {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
+
+std::vector<std::string> cpu_features() {
+  std::vector<std::string> out;
+#if defined(__x86_64__)
+  // (__builtin_cpu_supports takes literals only.)
+  const std::pair<const char*, bool> x86[] = {
+      {"sse4.2", __builtin_cpu_supports("sse4.2")},         {"avx2", __builtin_cpu_supports("avx2")},
+      {"fma", __builtin_cpu_supports("fma")},               {"avx512f", __builtin_cpu_supports("avx512f")},
+      {"avx512bw", __builtin_cpu_supports("avx512bw")},     {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
+      {"avx512bf16", __builtin_cpu_supports("avx512bf16")}};
+  for (const auto& [name, has] : x86)
+    if (has) out.push_back(name);
+#elif defined(__aarch64__)
+  // Linux's HWCAP bits (asm/hwcap.h): what the kernel (or qemu) says this CPU has.
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  const std::pair<const char*, bool> arm[] = {{"asimd", (hw >> 1) & 1},   {"dotprod", (hw >> 20) & 1},
+                                              {"sve", (hw >> 22) & 1},    {"sve2", (hw2 >> 1) & 1},
+                                              {"i8mm", (hw2 >> 13) & 1},  {"bf16", (hw2 >> 14) & 1}};
+  for (const auto& [name, has] : arm)
+    if (has) out.push_back(name);
+#endif
+  return out;
+}
+
+std::vector<std::string> simd_targets_compiled() {
+  std::vector<std::string> out;
+  for (int64_t bits = HWY_TARGETS; bits != 0; bits &= bits - 1) out.push_back(hwy::TargetName(bits & -bits));
+  return out;
+}
+
+std::string simd_target() {
+  std::lock_guard<std::mutex> lock(cap_mu);
+  const int64_t now = supported_targets() & HWY_TARGETS;
+  // Highway's best target is its lowest set bit.
+  return now ? hwy::TargetName(now & -now) : "none";
 }
 
 }  // namespace kiln

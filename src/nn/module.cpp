@@ -298,6 +298,19 @@ void Module::to(Device device) {
                   [device](const Tensor& t) { return t.to(device); });
 }
 
+void Module::to(MemoryFormat format) {
+  const int64_t rank = format == MemoryFormat::ChannelsLast ? 4 : format == MemoryFormat::ChannelsLast3d ? 5 : -1;
+  // Restrided exactly (not contiguous(format), which keeps a one-channel
+  // weight that is dense in both formats as it is): its strides then say
+  // channels-last to suggest_memory_format.
+  replace_tensors([format, rank](const Tensor& t) { return (rank < 0 || t.dim() == rank) && t.suggest_memory_format() != format; },
+                  [format](const Tensor& t) {
+                    Tensor c = empty(t.sizes(), t.options(), format);
+                    c.copy_(t);
+                    return c;
+                  });
+}
+
 void Module::to_empty(Device device) {
   replace_tensors([](const Tensor&) { return true; },
                   [device](const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(device)); });

@@ -23,9 +23,19 @@ Shape output_sizes(const Tensor& x, const Tensor& w, const Attrs& a) {
   return out;
 }
 
+// The activations' format: channels-last when the input or the weight is
+// (as PyTorch's oneDNN convolution: a model moved to channels_last runs so
+// even on a one-channel input, which is both formats at once).
+const Tensor& format_source(const Tensor& x, const Tensor& w) {
+  return x.dim() >= 4 && x.suggest_memory_format() == MemoryFormat::Contiguous &&
+                 w.suggest_memory_format() != MemoryFormat::Contiguous
+             ? w
+             : x;
+}
+
 std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs& a) {
   std::vector<TensorMeta> m = one_output(output_sizes(in[0], in[1], a), in[0].dtype());
-  follow_memory_format(m[0], in[0]);
+  follow_memory_format(m[0], format_source(in[0], in[1]));
   return m;
 }
 
@@ -35,7 +45,7 @@ std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs& 
   std::vector<TensorMeta> m = {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
                                TensorMeta(a.get_bool("weight_grad") ? in[2].sizes() : Shape{0}, t),
                                TensorMeta(a.get_bool("bias_grad") ? Shape{in[2].size(0)} : Shape{0}, t)};
-  if (a.get_bool("input_grad")) follow_memory_format(m[0], in[1]);
+  if (a.get_bool("input_grad")) follow_memory_format(m[0], format_source(in[1], in[2]));
   return m;
 }
 
@@ -53,7 +63,8 @@ constexpr autograd::BackwardDef kConvolutionGrad{[](const BackwardContext& c) ->
   a.set("groups", c.attrs.get_int("groups"));
   a.set("input_grad", c.needs_input_grad[0]), a.set("weight_grad", c.needs_input_grad[1]);
   a.set("bias_grad", has_bias && c.needs_input_grad[2]);
-  const Tensor in[] = {c.grads[0].contiguous(c.inputs[0].suggest_memory_format()), c.inputs[0], c.inputs[1]};
+  const Tensor in[] = {c.grads[0].contiguous(format_source(c.inputs[0], c.inputs[1]).suggest_memory_format()),
+                       c.inputs[0], c.inputs[1]};
   std::vector<Tensor> g = dispatch(kConvolutionBackward, in, a);
   Grads out = {c.needs_input_grad[0] ? g[0] : Tensor(), c.needs_input_grad[1] ? g[1] : Tensor()};
   if (has_bias) out.push_back(c.needs_input_grad[2] ? g[2] : Tensor());

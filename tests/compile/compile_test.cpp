@@ -853,10 +853,13 @@ TEST_F(Compile, DiskCacheTellsCompilersApart) {
   const std::string script = std::string(dir) + "/c++", version = std::string(dir) + "/version";
   {
     std::ofstream f(script);
-    f << "#!/bin/sh\nif [ \"$1\" = --version ]; then cat " << version << "; exit 0; fi\nexec c++ \"$@\"\n";
+    // The compiler this run uses (a cross compiler under qemu) behind the script.
+    const char* outer = std::getenv("KILN_CXX");
+    f << "#!/bin/sh\nif [ \"$1\" = --version ]; then cat " << version << "; exit 0; fi\nexec "
+      << (outer && *outer ? outer : "c++") << " \"$@\"\n";
   }
   ::chmod(script.c_str(), 0755);
-  setenv("KILN_CXX", script.c_str(), 1);
+  const ScopedEnv cxx("KILN_CXX", script);
   auto fn = [](const Tensor& x) { return sigmoid(x * 0.75 - 0.25) * x + 1.5; };
   const Tensor x = randn({50});
   // Compiles in a child process whose compiler says `says`; true when it ran the compiler.
@@ -877,7 +880,6 @@ TEST_F(Compile, DiskCacheTellsCompilersApart) {
   EXPECT_TRUE(child_compiled("compiler 1.0"));
   EXPECT_FALSE(child_compiled("compiler 1.0")) << "the same compiler reuses the cache";
   EXPECT_TRUE(child_compiled("compiler 2.0")) << "another compiler builds again";
-  unsetenv("KILN_CXX");
   std::filesystem::remove_all(dir);
 }
 
@@ -906,7 +908,7 @@ TEST_F(Compile, BackendsAreChosenByRegisteredName) {
 }
 
 TEST_F(Compile, BrokenCompilerFallsBackToTheInterpreterWithAWarning) {
-  setenv("KILN_CXX", "/nonexistent/c++", 1);
+  const ScopedEnv cxx("KILN_CXX", "/nonexistent/c++");
   auto fn = [](const Tensor& x) { return tanh(x) * 2.0 - x; };
   auto f = compile(fn);
   const Tensor x = randn({33});
@@ -915,7 +917,6 @@ TEST_F(Compile, BrokenCompilerFallsBackToTheInterpreterWithAWarning) {
   const std::string err = testing::internal::GetCapturedStderr();
   expect_same(y, fn(x), "fallback");
   EXPECT_NE(err.find("the C++ compiler failed"), std::string::npos) << err;
-  unsetenv("KILN_CXX");
 }
 
 }  // namespace

@@ -28,11 +28,13 @@ TEST(MemoryFormat, StridesAndPredicates) {
   EXPECT_EQ(x.suggest_memory_format(), kLast);
   EXPECT_EQ(empty({2, 3, 4, 5, 6}, {}, kLast3d).strides(), (Shape{360, 1, 90, 18, 3}));
   EXPECT_EQ(memory_format_strides({2, 3, 4, 5}, kRowMajor), (Shape{60, 20, 5, 1}));
-  // One channel, or one pixel: both formats at once, and row-major suggested (as PyTorch).
+  // One channel, or one pixel: dense in both formats at once; the strides
+  // tell which one made it (as PyTorch's suggest_memory_format).
   for (const Shape& s : std::vector<Shape>{{2, 1, 4, 5}, {2, 3, 1, 1}}) {
     const Tensor t = empty(s, {}, kLast);
     EXPECT_TRUE(t.is_contiguous() && t.is_contiguous(kLast)) << shape_str(s);
-    EXPECT_EQ(t.suggest_memory_format(), kRowMajor) << shape_str(s);
+    EXPECT_EQ(t.suggest_memory_format(), kLast) << shape_str(s);
+    EXPECT_EQ(empty(s).suggest_memory_format(), kRowMajor) << shape_str(s);
   }
   const Tensor y = randn({2, 3, 4, 5});
   EXPECT_FALSE(y.is_contiguous(kLast));
@@ -196,7 +198,8 @@ TEST(MemoryFormat, BatchNormRowsPathMatchesThePlanes) {
        randn({2}, kFloat64).requires_grad_()}));
 }
 
-// A CNN's loss and gradients on a channels-last batch equal the row-major run's.
+// A CNN's loss and gradients on a channels-last batch, with the model's
+// weights in channels_last, equal the row-major run's.
 TEST(MemoryFormat, SmallCnnTrainsTheSameInChannelsLast) {
   manual_seed(6306);
   nn::Sequential net;
@@ -213,6 +216,10 @@ TEST(MemoryFormat, SmallCnnTrainsTheSameInChannelsLast) {
   double losses[2];
   for (int run = 0; run < 2; ++run) {
     net.zero_grad();
+    if (run == 1) {  // model.to(memory_format=channels_last): 4-D parameters only, values kept
+      net.to(kLast);
+      for (const Tensor& p : net.parameters()) EXPECT_TRUE(p.dim() != 4 || p.is_contiguous(kLast));
+    }
     const Tensor loss = nn::cross_entropy(net.forward(run ? x.contiguous(kLast) : x), target);
     loss.backward();
     losses[run] = loss.item<double>();
@@ -222,6 +229,26 @@ TEST(MemoryFormat, SmallCnnTrainsTheSameInChannelsLast) {
   for (size_t i = 0; i < grads[0].size(); ++i)
     for (size_t j = 0; j < grads[0][i].size(); ++j)
       ASSERT_NEAR(grads[1][i][j], grads[0][i][j], 1e-4 + 1e-4 * std::fabs(grads[0][i][j])) << "parameter " << i;
+}
+
+// A channels-last weight makes the convolution channels-last even on a
+// one-channel input (both formats at once), as PyTorch's.
+TEST(MemoryFormat, ChannelsLastWeightSetsTheConvolutionsFormat) {
+  manual_seed(6307);
+  const Tensor x = randn({4, 1, 9, 9}), w = randn({6, 1, 3, 3}), b = randn({6});
+  Tensor w_last = empty(w.sizes(), {}, kLast);  // as Module::to(channels_last) stores it
+  w_last.copy_(w);
+  EXPECT_EQ(w_last.suggest_memory_format(), kLast);
+  EXPECT_EQ(w.contiguous(kLast).suggest_memory_format(), kRowMajor);  // dense in both already: itself
+  const Tensor y = nn::conv2d(x, w_last, b, {1}, {1});
+  EXPECT_TRUE(y.is_contiguous(kLast)) << shape_str(y.strides());
+  expect_close(y, values(nn::conv2d(x, w, b, {1}, {1})), 1e-5, 1e-5, "channels-last weight");
+  const Tensor xg = x.clone().requires_grad_(), wg = w_last.detach().requires_grad_();
+  const Tensor gy = randn(y.sizes());
+  const std::vector<Tensor> g = autograd::grad({(nn::conv2d(xg, wg, b, {1}, {1}) * gy).sum()}, {xg, wg});
+  const Tensor xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
+  const std::vector<Tensor> g_want = autograd::grad({(nn::conv2d(xr, wr, b, {1}, {1}) * gy).sum()}, {xr, wr});
+  for (size_t i = 0; i < 2; ++i) expect_close(g[i], values(g_want[i]), 1e-4, 1e-4, "gradient " + std::to_string(i));
 }
 
 TEST(MemoryFormat, Errors) {

@@ -1,8 +1,9 @@
 // See int8_gemm.h. VNNI: the packed layout, accumulators whose lanes are
 // output columns. AVX2 and scalar: tiles of MR rows of A by NR rows of B
 // (dot products along K) with MR x NR accumulators held in registers
-// across K, then each accumulator's lanes summed. The x86 variants are compiled with their own
-// target attributes, so one build carries all of them.
+// across K, then each accumulator's lanes summed. Arm: the same tiles with
+// SDOT (dotprod) or USMMLA (i8mm). The x86 and Arm variants are compiled
+// with their own target attributes, so one build carries all of them.
 #include "kernels/cpu/int8_gemm.h"
 
 #include <algorithm>
@@ -17,6 +18,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
 #endif
 
 namespace kiln::cpu {
@@ -106,6 +110,75 @@ constexpr std::array<PanelFn, sizeof...(I)> panel_kernels(std::integer_sequence<
 
 using TileFn = void (*)(const uint8_t*, const int8_t*, int32_t*, int64_t, int64_t, int64_t, int64_t);
 
+#if defined(__aarch64__)
+// Arm's dot products are s8 x s8 (SDOT): A's bytes are taken as a - 128
+// (a ^ 0x80 read as int8) and 128 sum_k B[n, k] is added back, the sum from
+// SDOT against ones in the same loop. 16 bytes per step; the K tail in scalar.
+template <int MR, int NR>
+__attribute__((target("arch=armv8.2-a+dotprod"))) void tile_dotprod(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0,
+                                                      int64_t n0, int64_t N, int64_t K) {
+  int32x4_t acc[MR][NR], bsum[NR];
+  for (int j = 0; j < NR; ++j) {
+    bsum[j] = vdupq_n_s32(0);
+    for (int i = 0; i < MR; ++i) acc[i][j] = vdupq_n_s32(0);
+  }
+  const int8x16_t ones = vdupq_n_s8(1);
+  const uint8x16_t flip = vdupq_n_u8(0x80);
+  const int64_t body = K / 16 * 16;
+  for (int64_t k = 0; k < body; k += 16) {
+    int8x16_t a[MR], b[NR];
+    for (int i = 0; i < MR; ++i) a[i] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(A + (m0 + i) * K + k), flip));
+    for (int j = 0; j < NR; ++j) {
+      b[j] = vld1q_s8(B + (n0 + j) * K + k);
+      bsum[j] = vdotq_s32(bsum[j], ones, b[j]);
+    }
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = vdotq_s32(acc[i][j], a[i], b[j]);
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      int32_t s = vaddvq_s32(acc[i][j]) + 128 * vaddvq_s32(bsum[j]);
+      for (int64_t k = body; k < K; ++k)
+        s += static_cast<int32_t>(A[(m0 + i) * K + k]) * static_cast<int32_t>(B[(n0 + j) * K + k]);
+      C[(m0 + i) * N + n0 + j] = s;
+    }
+}
+
+// I8MM's USMMLA multiplies u8 by s8 directly: a 2 x 8 block of A by an
+// 8 x 2 block of B into a 2 x 2 block of C per instruction. MR and NR
+// count pairs of rows; the K tail (K mod 8) in scalar.
+template <int MR, int NR>
+__attribute__((target("arch=armv8.2-a+i8mm"))) void tile_i8mm(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0, int64_t n0,
+                                                int64_t N, int64_t K) {
+  int32x4_t acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = vdupq_n_s32(0);
+  const int64_t body = K / 8 * 8;
+  for (int64_t k = 0; k < body; k += 8) {
+    uint8x16_t a[MR];
+    int8x16_t b[NR];
+    for (int i = 0; i < MR; ++i)
+      a[i] = vcombine_u8(vld1_u8(A + (m0 + 2 * i) * K + k), vld1_u8(A + (m0 + 2 * i + 1) * K + k));
+    for (int j = 0; j < NR; ++j)
+      b[j] = vcombine_s8(vld1_s8(B + (n0 + 2 * j) * K + k), vld1_s8(B + (n0 + 2 * j + 1) * K + k));
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = vusmmlaq_s32(acc[i][j], a[i], b[j]);
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      int32_t lanes[4];  // rows 2i, 2i+1 by columns 2j, 2j+1
+      vst1q_s32(lanes, acc[i][j]);
+      for (int r = 0; r < 2; ++r)
+        for (int q = 0; q < 2; ++q) {
+          const int64_t m = m0 + 2 * i + r, n = n0 + 2 * j + q;
+          int32_t s = lanes[r * 2 + q];
+          for (int64_t k = body; k < K; ++k) s += static_cast<int32_t>(A[m * K + k]) * static_cast<int32_t>(B[n * K + k]);
+          C[m * N + n] = s;
+        }
+    }
+}
+#endif
+
 #if defined(__x86_64__)
 template <int MR, int NR>
 struct Avx2Tile {
@@ -113,6 +186,21 @@ struct Avx2Tile {
     tile_avx2<MR, NR>(A, B, C, m0, n0, N, K);
   }
 };
+#elif defined(__aarch64__)
+template <int MR, int NR>
+struct DotProdTile {
+  static void run(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0, int64_t n0, int64_t N, int64_t K) {
+    tile_dotprod<MR, NR>(A, B, C, m0, n0, N, K);
+  }
+};
+template <int MR, int NR>
+struct I8mmTile {
+  static void run(const uint8_t* A, const int8_t* B, int32_t* C, int64_t m0, int64_t n0, int64_t N, int64_t K) {
+    tile_i8mm<MR, NR>(A, B, C, m0, n0, N, K);
+  }
+};
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
 
 // The kernels for every (mr, nr) in [1, MR] x [1, NR], indexed [mr - 1][nr - 1].
 template <template <int, int> class Tile, int MR, int NR>
@@ -129,10 +217,19 @@ struct Kernels {
 }  // namespace
 
 Int8Path int8_path() {
-#if defined(__x86_64__)
   const Capability c = cpu_capability();
+#if defined(__x86_64__)
   if (c == Capability::AVX512 && __builtin_cpu_supports("avx512vnni")) return Int8Path::VNNI;
   if (c == Capability::AVX512 || c == Capability::AVX2) return Int8Path::AVX2;
+#elif defined(__aarch64__)
+  // The CPU's features as the kernel reports them (HWCAP_ASIMDDP, HWCAP2_I8MM).
+  constexpr unsigned long kDotProd = 1ul << 20, kI8mm = 1ul << 13;
+  if (c == Capability::NEON || c == Capability::SVE) {
+    if (getauxval(AT_HWCAP2) & kI8mm) return Int8Path::I8MM;
+    if (getauxval(AT_HWCAP) & kDotProd) return Int8Path::DotProd;
+  }
+#else
+  (void)c;
 #endif
   return Int8Path::Scalar;
 }
@@ -141,6 +238,8 @@ const char* int8_path_name(Int8Path p) {
   switch (p) {
     case Int8Path::VNNI: return "avx512-vnni";
     case Int8Path::AVX2: return "avx2";
+    case Int8Path::DotProd: return "neon-dotprod";
+    case Int8Path::I8MM: return "neon-i8mm";
     default: return "scalar";
   }
 }
@@ -202,9 +301,37 @@ void gemm_u8s8(const uint8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t
         for (int64_t m0 = 0; m0 < M; m0 += MR) avx2.fn[std::min(MR, M - m0) - 1][std::min(NR, end - n0) - 1](A, B, C, m0, n0, N, K);
       return;
     }
+#elif defined(__aarch64__)
+    if (path == Int8Path::DotProd) {
+      static const Kernels<DotProdTile, 2, 4> dot;
+      constexpr int64_t MR = 2, NR = 4;
+      for (int64_t n0 = begin; n0 < end; n0 += NR)
+        for (int64_t m0 = 0; m0 < M; m0 += MR) dot.fn[std::min(MR, M - m0) - 1][std::min(NR, end - n0) - 1](A, B, C, m0, n0, N, K);
+      return;
+    }
+    if (path == Int8Path::I8MM) {
+      // Pairs of rows by pairs of columns; an odd last row or column in scalar.
+      static const Kernels<I8mmTile, 2, 2> mm;
+      constexpr int64_t MR = 2, NR = 2;
+      const int64_t even_m = M / 2 * 2, even_end = begin + (end - begin) / 2 * 2;
+      for (int64_t n0 = begin; n0 < even_end; n0 += 2 * NR)
+        for (int64_t m0 = 0; m0 < even_m; m0 += 2 * MR)
+          mm.fn[std::min(MR, (even_m - m0) / 2) - 1][std::min(NR, (even_end - n0) / 2) - 1](A, B, C, m0, n0, N, K);
+      if (even_m < M) tile_scalar(A, B, C, even_m, M - even_m, begin, end - begin, N, K);
+      if (even_end < end) tile_scalar(A, B, C, 0, even_m, even_end, end - even_end, N, K);
+      return;
+    }
 #endif
     tile_scalar(A, B, C, 0, M, begin, end - begin, N, K);
   });
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+std::vector<std::pair<std::string, std::string>> kernel_variants() {
+  return {{"int8 gemm", cpu::int8_path_name(cpu::int8_path())}};
+}
+
+}  // namespace kiln
