@@ -110,7 +110,7 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-collectives --json
 	./$(BUILD)/bin/kiln-bench-vision --json
 
-# kiln cross-built for arm64 (docs/ARM64.md), and its tests under qemu-user:
+# kiln cross-built for arm64 (docs/ARCHITECTURE.md, "Arm"), and its tests under qemu-user:
 # the suite on a NEON CPU (neoverse-n1: no SVE), the kernel tests again on
 # SVE CPUs of 128, 256 and 512 bits (tests/CMakeLists.txt's kernels-sve*).
 # ARM_TESTS: a ctest -R pattern (CI runs the subset .ci/run names).
@@ -121,7 +121,7 @@ arm64: arm64-deps
 	cmake --build $(ARM_BUILD) -j $(JOBS)
 
 test-arm64: arm64
-	KILN_CXX=aarch64-linux-gnu-g++ KILN_CXX_MARCH=armv8-a QEMU_CPU=neoverse-n1 ctest --test-dir $(ARM_BUILD) --output-on-failure -R '$(ARM_TESTS)'
+	KILN_CXX=aarch64-linux-gnu-g++ KILN_CXX_MARCH=armv8-a QEMU_CPU=neoverse-n1 ctest --test-dir $(ARM_BUILD) -j $(JOBS) --output-on-failure -R '$(ARM_TESTS)'
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(ARM_BUILD)
