@@ -56,7 +56,7 @@ bench-deps: deps
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_PKGS))
 
-arm64-deps:
+arm64-deps: deps
 	$(call install_missing,$(ARM_PKGS))
 	bash cmake/arm64-sysroot.sh $(CURDIR)/$(ARM_BUILD)/sysroot
 

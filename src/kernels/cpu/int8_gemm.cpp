@@ -211,6 +211,13 @@ struct Kernels {
   void fill(std::integer_sequence<int, I...>) {
     ((fn[I / NR][I % NR] = &Tile<I / NR + 1, I % NR + 1>::run), ...);
   }
+  // Rows [0, M) by columns [begin, end) of C in tiles, the edge ones smaller.
+  void cover(const uint8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t begin, int64_t end, int64_t N,
+             int64_t K) const {
+    for (int64_t n0 = begin; n0 < end; n0 += NR)
+      for (int64_t m0 = 0; m0 < M; m0 += MR)
+        fn[std::min<int64_t>(MR, M - m0) - 1][std::min<int64_t>(NR, end - n0) - 1](A, B, C, m0, n0, N, K);
+  }
 };
 #endif
 
@@ -296,18 +303,12 @@ void gemm_u8s8(const uint8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t
 #if defined(__x86_64__)
     if (path == Int8Path::AVX2) {
       static const Kernels<Avx2Tile, 2, 4> avx2;
-      constexpr int64_t MR = 2, NR = 4;
-      for (int64_t n0 = begin; n0 < end; n0 += NR)
-        for (int64_t m0 = 0; m0 < M; m0 += MR) avx2.fn[std::min(MR, M - m0) - 1][std::min(NR, end - n0) - 1](A, B, C, m0, n0, N, K);
-      return;
+      return avx2.cover(A, B, C, M, begin, end, N, K);
     }
 #elif defined(__aarch64__)
     if (path == Int8Path::DotProd) {
       static const Kernels<DotProdTile, 2, 4> dot;
-      constexpr int64_t MR = 2, NR = 4;
-      for (int64_t n0 = begin; n0 < end; n0 += NR)
-        for (int64_t m0 = 0; m0 < M; m0 += MR) dot.fn[std::min(MR, M - m0) - 1][std::min(NR, end - n0) - 1](A, B, C, m0, n0, N, K);
-      return;
+      return dot.cover(A, B, C, M, begin, end, N, K);
     }
     if (path == Int8Path::I8MM) {
       // Pairs of rows by pairs of columns; an odd last row or column in scalar.
