@@ -152,7 +152,7 @@ void batch_norm_backward_rows(const OpCall& c, const Tensor& gy, const Tensor& x
 
 // The output's memory format: channels-last takes the rows path, with the
 // inputs in that format too.
-MemoryFormat output_format(const Tensor& out) { return out.dim() >= 4 ? out.suggest_memory_format() : MemoryFormat::Contiguous; }
+MemoryFormat output_format(const Tensor& out) { return channels_last(out) ? out.suggest_memory_format() : MemoryFormat::Contiguous; }
 
 }  // namespace
 

@@ -33,6 +33,8 @@ Tensor converted(const Tensor& t, DType dtype) {
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : converted(t, t.dtype()); }
 
+bool channels_last(const Tensor& t) { return t.dim() >= 4 && t.suggest_memory_format() != MemoryFormat::Contiguous; }
+
 Tensor contiguous(const Tensor& t, MemoryFormat f) {
   if (t.is_contiguous(f)) return t;
   Tensor out = empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()), f);

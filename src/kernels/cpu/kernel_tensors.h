@@ -12,6 +12,8 @@ Tensor view_of(const Tensor& t, Shape sizes, Shape strides, int64_t storage_offs
 Tensor narrowed(const Tensor& t, int64_t dim, int64_t start, int64_t length);
 // t itself when contiguous, else a contiguous copy.
 Tensor contiguous(const Tensor& t);
+// Whether t is channels-last (3d): which path a kernel with a rows form takes.
+bool channels_last(const Tensor& t);
 // t itself when dense in format f, else a copy in that format.
 Tensor contiguous(const Tensor& t, MemoryFormat f);
 // A contiguous copy of t in dtype.

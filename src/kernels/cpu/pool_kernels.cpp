@@ -141,8 +141,6 @@ void max_pool_rows(const T* x, T* y, int64_t* arg, int64_t N, int64_t C, const W
   });
 }
 
-bool channels_last(const Tensor& t) { return t.dim() >= 4 && t.suggest_memory_format() != MemoryFormat::Contiguous; }
-
 // Planes per task: about kGrain elements of work.
 int64_t plane_grain(int64_t work_per_plane) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_plane)); }
 
