@@ -6,7 +6,6 @@
 #include <hwy/targets.h>
 
 #include <atomic>
-#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>

@@ -60,7 +60,7 @@ Geometry geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Attrs
   g.padding = Dims(a.get_shape("padding").begin(), a.get_shape("padding").end());
   for (int64_t d : a.get_shape("dilation")) g.dilates.push_back(d - 1);  // oneDNN counts the skipped elements
   // The output's (or, backward, the gradient's) format decides: the op made it the input's or the weight's.
-  if (y.dim() >= 4 && y.suggest_memory_format() != MemoryFormat::Contiguous)
+  if (channels_last(y))
     g.activations = y.dim() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
   g.key = std::to_string(static_cast<int>(g.activations)) + ";";
   for (const Dims* v : {&g.src, &g.weights, &g.bias, &g.dst, &g.strides, &g.dilates, &g.padding}) {
