@@ -61,11 +61,12 @@ bool Tensor::is_contiguous(MemoryFormat f) const {
 
 MemoryFormat Tensor::suggest_memory_format() const {
   for (MemoryFormat f : {MemoryFormat::ChannelsLast, MemoryFormat::ChannelsLast3d}) {
-    if (dim() != rank_of(f)) continue;
-    if (is_contiguous(f) && !is_contiguous()) return f;
+    if (dim() != rank_of(f) || !is_contiguous(f)) continue;
+    if (!is_contiguous()) return f;
     // Dense in both (one channel, or one pixel): the strides tell which
     // format made it, as PyTorch's stride-based test does, so a
-    // one-channel weight moved to channels_last stays so.
+    // one-channel weight moved to channels_last stays so. (Only here: a
+    // row-major tensor of every pointwise op leaves at the first test.)
     if (strides() == memory_format_strides(sizes(), f) && strides() != contiguous_strides(sizes())) return f;
   }
   return MemoryFormat::Contiguous;
