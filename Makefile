@@ -29,7 +29,7 @@ FUZZ_PKGS := clang libclang-rt-14-dev
 # come into a sysroot from Debian's arm64 packages: cmake/arm64-sysroot.sh).
 ARM_PKGS := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: demo test check-sanitize fuzz bench build package deps demo-deps bench-deps fuzz-deps clean \
+.PHONY: demo test check-sanitize fuzz bench build package package-arm64 deps demo-deps bench-deps fuzz-deps clean \
         arm64 test-arm64 arm64-deps
 
 define install_missing
@@ -119,6 +119,10 @@ arm64: arm64-deps
 	cmake -S . -B $(ARM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=OFF \
 	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DKILN_ARM64_SYSROOT=$(CURDIR)/$(ARM_BUILD)/sysroot
 	cmake --build $(ARM_BUILD) -j $(JOBS)
+
+# The Debian package for arm64 (its Depends from the sysroot's shlibs records).
+package-arm64: arm64
+	cmake --build $(ARM_BUILD) --target package
 
 test-arm64: arm64
 	KILN_CXX=aarch64-linux-gnu-g++ KILN_CXX_MARCH=armv8-a QEMU_CPU=neoverse-n1 ctest --test-dir $(ARM_BUILD) -j $(JOBS) --output-on-failure -R '$(ARM_TESTS)'

@@ -13,7 +13,7 @@ sysroot=${1:?usage: arm64-sysroot.sh SYSROOT}
 arch_pkgs="libopenblas-dev libhwy-dev libgtest-dev libdnnl-dev libzip-dev zlib1g-dev libgloo-dev libc6-dev"
 all_pkgs="nlohmann-json3-dev libcli11-dev googletest"
 
-if [ -f "$sysroot/.complete" ]; then exit 0; fi
+if [ -f "$sysroot/.complete" ] && [ -f "$sysroot/.shlibs" ]; then exit 0; fi
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   [ "$(id -u)" = 0 ] || { echo "arm64-sysroot: run as root once (dpkg --add-architecture arm64)"; exit 1; }
   dpkg --add-architecture arm64
@@ -36,6 +36,10 @@ mkdir -p "$debs" "$sysroot"
 count=0
 for deb in "$debs"/*.deb; do
   dpkg -x "$deb" "$sysroot"
+  # The packages' shlibs (which package a shared library's soname needs,
+  # what dpkg-shlibdeps reads from an installed system): the arm64 Debian
+  # package's Depends come from them (cmake/cross-depends.cmake).
+  dpkg-deb --info "$deb" shlibs >> "$sysroot/.shlibs" 2>/dev/null || true
   count=$((count + 1))
 done
 # Absolute symlinks inside the sysroot point at the host: make them relative to it.

@@ -34,8 +34,22 @@ set(CPACK_PACKAGE_CONTACT "kiln developers <kiln@localhost>")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # The shared libraries' packages, found by dpkg-shlibdeps from what the
-# library and the CLI link.
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# library and the CLI link. A cross build's libraries are in a sysroot that
+# dpkg does not know: there cmake/cross-depends.cmake reads the same shlibs
+# records, kept by cmake/arm64-sysroot.sh, when cpack runs.
+if(CMAKE_CROSSCOMPILING)
+  if(CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
+    set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+  endif()
+  set(CPACK_KILN_SHLIBS ${CMAKE_SYSROOT}/.shlibs)
+  set(CPACK_KILN_READELF ${CMAKE_READELF})
+  set(CPACK_KILN_BINARIES_FILE ${PROJECT_BINARY_DIR}/cpack-binaries.cmake)
+  file(GENERATE OUTPUT ${CPACK_KILN_BINARIES_FILE}
+       CONTENT "set(KILN_PACKAGED_BINARIES \"$<TARGET_FILE:kiln>;$<TARGET_FILE:kiln-cli>\")\n")
+  set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_SOURCE_DIR}/cmake/cross-depends.cmake)
+else()
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+endif()
 # The headers include the standard library only; kiln::compile runs a C++
 # compiler at run time (without one it falls back to the interpreter).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "g++")

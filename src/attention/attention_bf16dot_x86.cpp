@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/detail/attention_simd.h"
+#include "kiln/runtime.h"
 
 #define KILN_BF16DOT __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 
@@ -345,6 +346,11 @@ KILN_BF16DOT void softmax_accumulate(float* acc, const float* s, int64_t rows, i
 }
 
 }  // namespace
+
+// The x86 kernels run from the AVX-512 Highway target only.
+const char* bf16_decode_kernel() {
+  return cpu_capability() == Capability::AVX512 && cpu_has_bf16dot() ? "avx512-bf16" : "widening";
+}
 
 bool dots_rows_bf16dot(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                        const Prefetch& pf) {

@@ -462,7 +462,7 @@ void DotsRows(const float* q, int64_t rows, const float* k, int64_t n, int64_t E
 }
 void DotsRowsBF16(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                   const Prefetch& pf) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
   if (dots_rows_bf16dot(q, rows, k, n, E, scale, s, pf)) return;
 #endif
   DotsRowsT(q, rows, k, n, E, scale, s, pf);
@@ -473,7 +473,7 @@ void AccumulateRows(float* acc, const float* corr, const float* p, int64_t rows,
 }
 void SoftmaxAccumulateRowsBF16(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
                                const uint16_t* v, int64_t Ev, const Prefetch& pf) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
   if (softmax_accumulate_rows_bf16dot(acc, s, rows, n, mx, l, corr, v, Ev, pf)) return;
 #endif
   OnlineSoftmax(s, rows, n, n, mx, l, corr);

@@ -586,7 +586,10 @@ TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
 
 // The bf16 cache decode reads K and V as stored; on AVX-512 CPUs with
 // AVX512-BF16 it uses the dot-product instruction when E and Ev are
-// multiples of 32 (E = 40 takes the widening kernels everywhere). Against
+// multiples of 32 (E = 40 takes the widening kernels there), on Arm CPUs
+// with FEAT_BF16 BFMMLA and BFDOT when they are multiples of 8 (the arm64
+// suite runs this on qemu's max CPU, which has them, and on Neoverse N1,
+// which has not). Against
 // float64 on the same bf16 values: GQA groups of 4 (four-row tiles) and 3
 // (single rows), a block of odd length at the end (S = 301, blocks of 32),
 // Ev = 96 (not a multiple of 64), a sliding window, split and unsplit.

@@ -119,18 +119,23 @@ void dots_rows(const float* q, int64_t rows, const BFloat16* k, int64_t n, int64
 void softmax_accumulate_rows(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
                              const BFloat16* v, int64_t Ev, const Prefetch& pf = {});
 
-// The bfloat16 forms above with the CPU's bfloat16 dot-product instruction
-// (AVX512-BF16, src/attention/attention_bf16dot_x86.cpp, x86 builds only;
-// the AVX-512 Highway target tries them first): false, having done nothing,
-// when this CPU or the shapes (E, Ev not multiples of 32) do not allow it. q holds bfloat16
+// The bfloat16 forms above with the CPU's bfloat16 dot-product instructions
+// (x86: AVX512-BF16, src/attention/attention_bf16dot_x86.cpp, tried first by
+// the AVX-512 Highway target; Arm: FEAT_BF16's BFMMLA and BFDOT,
+// attention_bf16dot_arm.cpp, tried by every Arm target): false, having done
+// nothing, when this CPU or the shapes do not allow it (E, Ev multiples of
+// 32 on x86, of 8 on Arm). q holds bfloat16
 // values (it was a bfloat16 tensor), so the dots are exact products summed
 // in float32; P V rounds the probabilities to bfloat16 first, as PyTorch's
 // CPU flash attention does for reduced-precision inputs.
-// K and V are the bf16 bits.
+// K and V are the bf16 bits. Built for x86-64 and AArch64 only.
 bool dots_rows_bf16dot(const float* q, int64_t rows, const uint16_t* k, int64_t n, int64_t E, float scale, float* s,
                        const Prefetch& pf);
 bool softmax_accumulate_rows_bf16dot(float* acc, float* s, int64_t rows, int64_t n, float* mx, float* l, float* corr,
                                      const uint16_t* v, int64_t Ev, const Prefetch& pf);
+// Which of them the bf16 decode runs now: "avx512-bf16", "neon-bf16", or
+// "widening" (the Highway kernels, bf16 widened to float32 in registers).
+const char* bf16_decode_kernel();
 
 // C (M x N, row stride ldc) = alpha * A @ B, plus C when accumulate. A is
 // M x K with element (i, k) at A[i * a_rs + k * a_cs] (a transpose is just

@@ -328,11 +328,3 @@ void gemm_u8s8(const uint8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t
 }
 
 }  // namespace kiln::cpu
-
-namespace kiln {
-
-std::vector<std::pair<std::string, std::string>> kernel_variants() {
-  return {{"int8 gemm", cpu::int8_path_name(cpu::int8_path())}};
-}
-
-}  // namespace kiln
