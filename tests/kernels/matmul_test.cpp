@@ -122,5 +122,54 @@ TEST(Matmul, IntegersAndOutForm) {
   expect_close(ff, {4, 5, 10, 11}, 0, 0, "matmul_out into a strided tensor");
 }
 
+// bfloat16 products: on Arm CPUs with FEAT_BF16 (the arm64 suite's SVE runs
+// on qemu's max CPU) through BFMMLA (src/kernels/cpu/bf16_gemm.cpp), else
+// widened for the float32 GEMM; either way exact products summed in
+// float32, then rounded to bf16. Against float64 on the same bf16 values,
+// within the final rounding (2^-9, here 2^-8) and float32 sums
+// (1e-5 of sum |a b|): sizes around the 8 x 8 tiles, K not a multiple of
+// the 4-groups, transposed and strided operands, a broadcast batch, zero
+// sizes, and inf / NaN entries (NaN where the reference has one, inf
+// with its sign).
+TEST(Matmul, BFloat16ProductsMatchFloat64) {
+  manual_seed(11);
+  auto check = [](const Tensor& a, const Tensor& b, const std::string& what) {
+    const Tensor y = matmul(a, b);
+    ASSERT_EQ(y.dtype(), kBFloat16) << what;
+    const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a, b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Shape ba(a2.sizes().begin(), a2.sizes().end() - 2), bb(b2.sizes().begin(), b2.sizes().end() - 2);
+    Shape out = broadcast_shapes(ba, bb);
+    out.push_back(a2.size(-2));
+    out.push_back(b2.size(-1));
+    const auto want = ref_matmul(a2, b2, out);
+    const auto scale = ref_matmul(abs(a2.to(kFloat64)), abs(b2.to(kFloat64)), out);
+    const auto got = values(y.reshape(out));
+    ASSERT_EQ(got.size(), want.size()) << what;
+    int misses = 0;
+    for (size_t i = 0; i < got.size() && misses < 5; ++i)
+      if (!close(got[i], want[i], std::ldexp(1.0, -8), 1e-5 * scale[i] + 1e-30)) {
+        ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+        ++misses;
+      }
+  };
+  for (const auto& [M, K, N] : {std::tuple{1, 1, 1}, std::tuple{1, 5, 3}, std::tuple{7, 13, 5}, std::tuple{8, 16, 8},
+                                std::tuple{9, 33, 17}, std::tuple{16, 64, 24}, std::tuple{19, 100, 37},
+                                std::tuple{3, 0, 4}, std::tuple{0, 6, 5}, std::tuple{4, 6, 0}})
+    for (int ma = 0; ma < 3; ++ma)
+      for (int mb = 0; mb < 3; ++mb)
+        check(layout2d(M, K, ma, kBFloat16), layout2d(K, N, mb, kBFloat16),
+              "bf16 " + std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N) + " layouts " +
+                  std::to_string(ma) + std::to_string(mb));
+  check(randn({2, 1, 5, 9}).to(kBFloat16), randn({3, 9, 6}).to(kBFloat16), "bf16 broadcast batch");
+  check(randn({9}).to(kBFloat16), randn({4, 9, 3}).to(kBFloat16), "bf16 vector times batch");
+  Tensor a = randn({6, 11}), b = randn({11, 10});
+  a.data_ptr<float>()[3] = std::numeric_limits<float>::infinity();
+  a.data_ptr<float>()[14] = -std::numeric_limits<float>::infinity();
+  a.data_ptr<float>()[40] = std::numeric_limits<float>::quiet_NaN();
+  b.data_ptr<float>()[25] = std::numeric_limits<float>::infinity();
+  b.data_ptr<float>()[51] = -0.0f;
+  check(a.to(kBFloat16), b.to(kBFloat16), "bf16 special values");
+}
+
 }  // namespace
 }  // namespace kiln::test

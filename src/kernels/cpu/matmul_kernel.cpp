@@ -1,7 +1,8 @@
 // Batched matrix multiply through OpenBLAS. A matrix whose strides BLAS can
 // describe (row-major with a leading dimension, or its transpose) is passed
 // as is with the matching transpose flag; only other layouts are copied.
-// float16/bfloat16 are multiplied in float32; integers use a plain loop.
+// float16/bfloat16 are multiplied in float32 (bfloat16 with the CPU's bf16
+// matrix instruction where it has one: bf16_gemm.h); integers use a plain loop.
 #include <cblas.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "kiln/detail/aligned_buffer.h"
 #include "core/convert.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
@@ -208,6 +210,23 @@ void loop_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   });
 }
 
+// bfloat16 operands through the CPU's bf16 matrix instruction
+// (bf16_gemm.h), in float32, rounded to bfloat16 once as the float32 path.
+void bf16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
+  const int64_t batch = shape_numel(Shape(out.sizes().begin(), out.sizes().end() - 2));
+  Tensor o32 = empty(out.sizes(), kFloat32);
+  const auto* pa = reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>());
+  const auto* pb = reinterpret_cast<const uint16_t*>(b.data_ptr<BFloat16>());
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const auto [oa, ob] = batch_offsets(out, a, b, bi);
+    gemm_bf16(pa + oa, a.stride(nd - 2), a.stride(nd - 1), pb + ob, b.stride(nd - 2), b.stride(nd - 1),
+              o32.data_ptr<float>() + bi * M * N, M, N, K);
+  }
+  copy_into(out, o32);
+}
+
 }  // namespace
 
 void matmul_kernel(const OpCall& c) {
@@ -224,8 +243,11 @@ void matmul_kernel(const OpCall& c) {
   switch (out.dtype()) {
     case kFloat32: return blas_matmul<float>(a, b, out);
     case kFloat64: return blas_matmul<double>(a, b, out);
-    case kFloat16:
-    case kBFloat16: {
+    case kBFloat16:
+      if (a.dtype() == kBFloat16 && b.dtype() == kBFloat16 && bf16_gemm_path() == BF16GemmPath::BFMMLA)
+        return bf16_matmul(a, b, out);
+      [[fallthrough]];
+    case kFloat16: {
       Tensor a32 = converted(a, kFloat32), b32 = converted(b, kFloat32), o32 = empty(out.sizes(), kFloat32);
       blas_matmul<float>(a32, b32, o32);
       copy_into(out, o32);
