@@ -157,6 +157,19 @@ TEST(Quantization, LinearDynamicMatchesItsDefinitionAndTheFloatLayer) {
       EXPECT_LT(worst, 0.03 * spread) << what;
     }
   }
+  // Ties round half to even: the range [0, 255] makes the scale 1, so
+  // k + 1/2 lies halfway (in the vector body and the tail of a row of 37),
+  // and -0 quantizes as 0.
+  std::vector<float> ties(37);
+  for (size_t i = 0; i < ties.size(); ++i) ties[i] = i % 3 == 2 ? -0.0f : static_cast<float>(i * 7 % 254) + 0.5f;
+  ties[0] = 0.0f, ties[1] = 255.0f;
+  const Tensor xt = tensor<float>(ties, {1, 37});
+  const quant::Int8Weight wt = quant::quantize_weight(randn({4, 37}));
+  for (Capability cap : int8_capabilities()) {
+    set_cpu_capability(cap);
+    expect_close(quant::linear_dynamic(xt, wt, {}), linear_dynamic_reference(xt, wt, {}), 1e-6, 1e-6,
+                 std::string("ties on ") + capability_name(cap));
+  }
   // Batch dims, zeros, and a zero-size batch.
   const quant::Int8Weight w = quant::quantize_weight(randn({3, 8}));
   EXPECT_EQ(quant::linear_dynamic(randn({2, 4, 8}), w, {}).sizes(), (Shape{2, 4, 3}));

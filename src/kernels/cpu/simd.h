@@ -23,6 +23,9 @@ float max_f32(const float* x, size_t n);  // -inf for n == 0; NaN if any is NaN
 // The smallest and largest of x[0, n) (+inf and -inf for n == 0); false if any is inf or NaN.
 bool min_max_f32(const float* x, size_t n, float* lo, float* hi);
 void accumulate_f32(float* acc, const float* x, size_t n);  // acc[i] += x[i]
+// PyTorch's uint8 quantization: out[i] = clamp(round_half_even(x[i] *
+// inverse) + zero_point, 0, 255) (x finite; inverse = 1 / scale as a float).
+void quantize_u8_f32(const float* x, size_t n, float inverse, float zero_point, uint8_t* out);
 
 // Row kernels of the fused nn functions.
 void softmax_row_f32(const float* x, float* out, size_t n, bool log);
