@@ -81,7 +81,8 @@ Tensor empty(Shape sizes, TensorOptions options, MemoryFormat format) {
   return empty_strided(std::move(sizes), std::move(strides), options);
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
+// In t's memory format (PyTorch's preserve_format for a dense tensor).
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options(), t.suggest_memory_format()); }
 
 thread_local detail::ConcreteValueHook detail::concrete_value_hook = nullptr;
 thread_local detail::TracedBackwardHook detail::traced_backward_hook = nullptr;

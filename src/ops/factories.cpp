@@ -12,13 +12,18 @@ namespace {
 using ops::call;
 
 // A copy in another dtype and, with a `device` attribute, on another device.
+// preserve_format: the copy keeps the input's memory format (channels-last
+// stays so), as clone() and to() do in PyTorch; without it the copy is
+// row-major (contiguous(), copies into a given tensor).
 std::vector<TensorMeta> to_copy_shape(std::span<const Tensor> in, const Attrs& a) {
   auto m = ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
   if (a.has("device")) m[0].device = a.get_device("device");
+  if (a.has("preserve_format") && a.get_bool("preserve_format")) ops::follow_memory_format(m[0], in[0]);
   return m;
 }
-const OpDef& kToCopy = register_op(OpDef{"_to_copy", "_to_copy(Tensor self, ScalarType dtype, *, Device? device=None) -> Tensor",
-                                         OpKind::Compute, to_copy_shape});
+const OpDef& kToCopy = register_op(OpDef{
+    "_to_copy", "_to_copy(Tensor self, ScalarType dtype, *, Device? device=None, bool preserve_format=False) -> Tensor",
+    OpKind::Compute, to_copy_shape});
 
 OpDef factory(const char* name, const char* schema) {
   return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
@@ -69,29 +74,29 @@ Tensor make_factory(const OpDef& op, Shape size, DType dtype, Device device, Att
 Tensor Tensor::to(DType t) const {
   if (dtype() == t) return *this;
   if (impl()->wrapped_number) return wrapped_number_as(*this, t);
-  return call(kToCopy, {*this}, {{"dtype", t}});
+  return call(kToCopy, {*this}, {{"dtype", t}, {"preserve_format", true}});
 }
 Tensor Tensor::to(Device device) const { return to(device, dtype()); }
 Tensor Tensor::to(Device device, DType t) const {
   if (this->device() == device) return to(t);
   check(!is_meta(), "to", "cannot copy a tensor of size ", ops::shape_text(sizes()), " from the meta device to ",
         device, ": a meta tensor has no data (make the tensor on ", device, " instead)");
-  return call(kToCopy, {*this}, {{"dtype", t}, {"device", device}});
+  return call(kToCopy, {*this}, {{"dtype", t}, {"device", device}, {"preserve_format", true}});
 }
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : call(kToCopy, {*this}, {{"dtype", dtype()}}); }
 // Through a permuted view: the copy is the row-major copy of the tensor
 // viewed in the format's dim order, so it is differentiable as those are.
 Tensor Tensor::contiguous(MemoryFormat f) const {
   check(f != MemoryFormat::Preserve, "contiguous", "preserve_format is not supported by contiguous (name a format)");
   if (is_contiguous(f)) return *this;
-  if (f == MemoryFormat::Contiguous) return clone();
+  if (f == MemoryFormat::Contiguous) return contiguous();
   memory_format_strides(sizes(), f, "contiguous");  // the rank check
   const bool is2d = f == MemoryFormat::ChannelsLast;
   const Shape to_last = is2d ? Shape{0, 2, 3, 1} : Shape{0, 2, 3, 4, 1};
   const Shape back = is2d ? Shape{0, 3, 1, 2} : Shape{0, 4, 1, 2, 3};
   return permute(to_last).contiguous().permute(back);
 }
-Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}}); }
+Tensor Tensor::clone() const { return call(kToCopy, {*this}, {{"dtype", dtype()}, {"preserve_format", true}}); }
 
 const Tensor& Tensor::copy_(const Tensor& src, SourceLocation where) const {
   const detail::ApiCall call(where);
@@ -120,11 +125,17 @@ Tensor full(Shape sizes, Scalar value, TensorOptions options) {
 }
 Tensor zeros(Shape sizes, TensorOptions options) { return full(std::move(sizes), 0, options.dtype(options.dtype_or(kFloat32))); }
 Tensor ones(Shape sizes, TensorOptions options) { return full(std::move(sizes), 1, options.dtype(options.dtype_or(kFloat32))); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+// The *_like factories keep a channels-last tensor's format (empty_like's).
 Tensor full_like(const Tensor& t, Scalar value) {
+  if (t.dim() >= 4 && t.suggest_memory_format() != MemoryFormat::Contiguous) {
+    Tensor out = empty_like(t);
+    out.fill_(value);
+    return out;
+  }
   return full(t.sizes(), value, TensorOptions(t.dtype()).device(t.device()));
 }
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1); }
 
 Tensor scalar_tensor(Scalar value, TensorOptions options) { return full({}, value, options); }
 Tensor wrapped_scalar(Scalar value) {

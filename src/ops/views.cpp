@@ -303,7 +303,7 @@ Tensor Tensor::view(Shape shape) const { return ops::call(kView, {*this}, {{"siz
 Tensor Tensor::reshape(Shape shape) const {
   Shape s = infer_shape(shape, numel(), "reshape");
   if (view_strides(*this, s)) return view(std::move(s));
-  return clone().view(std::move(s));
+  return contiguous().view(std::move(s));  // row-major: clone() keeps a channels-last format
 }
 
 Tensor Tensor::permute(Shape dims) const { return ops::call(kPermute, {*this}, {{"dims", std::move(dims)}}); }

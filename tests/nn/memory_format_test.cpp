@@ -68,6 +68,35 @@ TEST(MemoryFormat, ContiguousConvertsAndKeepsValues) {
       {randn({2, 3, 2, 2}, kFloat64).requires_grad_()}));
 }
 
+// PyTorch's preserve_format: clone, to(dtype) and the *_like factories
+// keep a channels-last tensor's format (values equal, gradients through
+// clone and to as well), while contiguous() makes it row-major; a
+// row-major or 3-D tensor's copies stay row-major.
+TEST(MemoryFormat, CopiesAndLikeFactoriesPreserveTheFormat) {
+  manual_seed(5107);
+  for (const auto& [shape, f] : {std::pair{Shape{2, 3, 4, 5}, kLast}, std::pair{Shape{2, 3, 2, 4, 3}, kLast3d}}) {
+    const Tensor x = random_in(shape, f);
+    const std::string what = shape_str(shape) + " " + memory_format_name(f);
+    for (const Tensor& copy : {x.clone(), x.to(kFloat64), empty_like(x), zeros_like(x), ones_like(x), full_like(x, 2.5)})
+      EXPECT_TRUE(copy.is_contiguous(f) && copy.strides() == x.strides()) << what;
+    expect_close(x.clone(), values(x), 0, 0, what + " clone");
+    expect_close(x.to(kFloat64), values(x), 0, 0, what + " to float64");
+    expect_close(full_like(x, 2.5), std::vector<double>(static_cast<size_t>(x.numel()), 2.5), 0, 0, what + " full_like");
+    expect_close(zeros_like(x), std::vector<double>(static_cast<size_t>(x.numel()), 0.0), 0, 0, what + " zeros_like");
+    const Tensor rows = x.contiguous();
+    EXPECT_TRUE(rows.is_contiguous() && !rows.is_contiguous(f)) << what;
+    expect_close(rows, values(x), 0, 0, what + " contiguous");
+    EXPECT_TRUE(x.contiguous(kRowMajor).is_contiguous()) << what;
+    // Gradients flow through the preserving copies.
+    const Tensor leaf = x.detach().requires_grad_();
+    (leaf.clone().to(kFloat64) * 3).sum().backward();
+    expect_close(leaf.grad(), std::vector<double>(static_cast<size_t>(x.numel()), 3.0), 0, 0, what + " gradient");
+  }
+  const Tensor plain = randn({2, 3, 4, 5}), small = randn({3, 4, 5});
+  for (const Tensor& copy : {plain.clone(), plain.to(kFloat64), empty_like(plain), zeros_like(plain), small.clone()})
+    EXPECT_TRUE(copy.is_contiguous());
+}
+
 TEST(MemoryFormat, PointwiseOpsFollowTheirFirstFullSizeInput) {
   manual_seed(6302);
   const Tensor x = random_in({2, 5, 3, 7}, kLast), r = x.contiguous();
