@@ -29,7 +29,7 @@ FUZZ_PKGS := clang libclang-rt-14-dev
 # come into a sysroot from Debian's arm64 packages: cmake/arm64-sysroot.sh).
 ARM_PKGS := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: demo test check-sanitize fuzz bench build package package-arm64 deps demo-deps bench-deps fuzz-deps clean \
+.PHONY: demo test check-sanitize fuzz bench build package package-arm64 icount-arm64 deps demo-deps bench-deps fuzz-deps clean \
         arm64 test-arm64 arm64-deps
 
 define install_missing
@@ -119,6 +119,11 @@ arm64: arm64-deps
 	cmake -S . -B $(ARM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=OFF \
 	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DKILN_ARM64_SYSROOT=$(CURDIR)/$(ARM_BUILD)/sysroot
 	cmake --build $(ARM_BUILD) -j $(JOBS)
+
+# Instructions per element of the kernels on emulated Arm CPUs (a proxy for
+# speed, which qemu cannot give; bench/arm64_icount.sh).
+icount-arm64: arm64
+	bash bench/arm64_icount.sh $(ARM_BUILD)
 
 # The Debian package for arm64 (its Depends from the sysroot's shlibs records).
 package-arm64: arm64

@@ -129,27 +129,33 @@ class HistogramObserver {
 // with the given (calibrated) scale and zero point, the int8 weight of
 // quantize_weight(weight (O, C, kh, kw)); im2col (padding holds the zero
 // point, i.e. 0.0), the exact int32 GEMM, then scaled back to float32 with
-// the bias. groups = 1. Not differentiable (inference).
+// the bias. groups = 1. Not differentiable (inference). relu: max(y, 0)
+// in the same pass (a fused conv-relu; NaN stays NaN).
 Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, const Shape& kernel, const Shape& stride,
-                   const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point);
+                   const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point,
+                   bool relu = false);
 
 // y = x W^T + bias with x quantized by a given (calibrated) scale and zero
-// point: the static counterpart of linear_dynamic.
+// point: the static counterpart of linear_dynamic. relu as conv2d_int8's.
 Tensor linear_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, double input_scale,
-                   int64_t input_zero_point);
+                   int64_t input_zero_point, bool relu = false);
 
-// Eager-mode static post-training quantization of a Sequential, as
-// torch.ao.quantization's fuse_modules / prepare / convert:
-// fuse_conv_bn folds each BatchNorm2d (its running statistics) into the
-// Conv2d before it (the model must then run in eval mode); prepare puts a
-// HistogramObserver on the input of every Conv2d (groups 1, zero padding)
-// and Linear; the caller then runs calibration batches through the model;
-// convert replaces each observed layer by its int8 module (QuantizedConv2d,
-// QuantizedLinear) with the calibrated input scale and zero point. Each
-// returns how many layers it changed.
-int64_t fuse_conv_bn(nn::Sequential& model);
-int64_t prepare(nn::Sequential& model);
-int64_t convert(nn::Sequential& model);
+// Eager-mode static post-training quantization, as torch.ao.quantization's
+// fuse_modules / prepare / convert, of the layers held by the model's
+// Sequentials (the model itself if it is one, and every Sequential inside
+// it: what C++ lets a function replace): fuse_conv_bn folds each
+// BatchNorm2d (its running statistics) into the Conv2d before it (the
+// model must then run in eval mode); prepare puts a HistogramObserver on
+// the input of every Conv2d (groups 1, zero padding) and Linear; the
+// caller then runs calibration batches through the model; convert
+// replaces each observed layer by its int8 module (QuantizedConv2d,
+// QuantizedLinear) with the calibrated input scale and zero point, and
+// fuses a ReLU right after it into its output pass (conv-relu,
+// linear-relu, conv-bn-relu; the ReLU becomes an Identity). Each returns
+// how many layers it changed.
+int64_t fuse_conv_bn(nn::Module& model);
+int64_t prepare(nn::Module& model);
+int64_t convert(nn::Module& model);
 
 // The int8 layers convert makes: float32 in and out, int8 inside; the
 // weight quantized per output channel, the input by its calibrated qparams.
@@ -159,6 +165,7 @@ class QuantizedLayer : public nn::UnaryModule {
   Tensor bias;
   double input_scale;
   int64_t input_zero_point;
+  bool relu = false;  // a ReLU fused after it (convert)
 
  protected:
   QuantizedLayer(const Tensor& float_weight, const Tensor& float_bias, const QParams& input);

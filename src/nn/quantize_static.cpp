@@ -1,8 +1,9 @@
-// Eager-mode static post-training quantization of a Sequential (see
-// kiln/quantization.h): BatchNorm folded into the convolution before it,
-// observers on the inputs of the convolutions and linear layers, and
-// their int8 replacements.
+// Eager-mode static post-training quantization of a model's Sequentials
+// (see kiln/quantization.h): BatchNorm folded into the convolution before
+// it, observers on the inputs of the convolutions and linear layers, and
+// their int8 replacements with a following ReLU fused.
 #include <cmath>
+#include <vector>
 
 #include "kiln/autograd.h"
 #include "kiln/error.h"
@@ -33,9 +34,16 @@ const nn::ConvNd* quantizable_conv(const nn::UnaryModule* m) {
   return conv;
 }
 
-}  // namespace
+// The Sequentials of a model (itself included), gathered before any is
+// changed: replacing a layer changes the tree named_modules walks.
+std::vector<nn::Sequential*> sequentials(nn::Module& model) {
+  std::vector<nn::Sequential*> found;
+  for (const auto& [name, m] : model.named_modules())
+    if (auto* seq = dynamic_cast<nn::Sequential*>(m)) found.push_back(seq);
+  return found;
+}
 
-int64_t fuse_conv_bn(nn::Sequential& model) {
+int64_t fuse_conv_bn_in(nn::Sequential& model) {
   int64_t fused = 0;
   for (size_t i = 0; i + 1 < model.size(); ++i) {
     auto* conv = dynamic_cast<nn::Conv2d*>(model.at(i).get());
@@ -60,7 +68,7 @@ int64_t fuse_conv_bn(nn::Sequential& model) {
   return fused;
 }
 
-int64_t prepare(nn::Sequential& model) {
+int64_t prepare_in(nn::Sequential& model) {
   int64_t observed = 0;
   for (size_t i = 0; i < model.size(); ++i) {
     const nn::UnaryModule* m = model.at(i).get();
@@ -71,20 +79,44 @@ int64_t prepare(nn::Sequential& model) {
   return observed;
 }
 
-int64_t convert(nn::Sequential& model) {
+int64_t convert_in(nn::Sequential& model) {
   int64_t converted = 0;
   for (size_t i = 0; i < model.size(); ++i) {
     const auto* observed = dynamic_cast<const Observed*>(model.at(i).get());
     if (!observed) continue;
     const QParams q = observed->observer.calculate_qparams();
+    std::shared_ptr<QuantizedLayer> layer;
     if (const nn::ConvNd* conv = quantizable_conv(observed->layer.get()))
-      model.replace(i, std::make_shared<QuantizedConv2d>(*conv, q));
+      layer = std::make_shared<QuantizedConv2d>(*conv, q);
     else
-      model.replace(i, std::make_shared<QuantizedLinear>(dynamic_cast<const nn::Linear&>(*observed->layer), q));
+      layer = std::make_shared<QuantizedLinear>(dynamic_cast<const nn::Linear&>(*observed->layer), q);
+    // A ReLU right after (past Identities: a folded BatchNorm's place) into
+    // the int8 layer's output pass.
+    size_t next = i + 1;
+    while (next < model.size() && dynamic_cast<const nn::Identity*>(model.at(next).get())) ++next;
+    if (next < model.size() && dynamic_cast<const nn::ReLU*>(model.at(next).get())) {
+      layer->relu = true;
+      model.replace(next, std::make_shared<nn::Identity>());
+    }
+    model.replace(i, layer);
     ++converted;
   }
   return converted;
 }
+
+// f applied to every Sequential of the model; the layers it changed.
+template <class F>
+int64_t over_sequentials(nn::Module& model, const F& f) {
+  int64_t changed = 0;
+  for (nn::Sequential* seq : sequentials(model)) changed += f(*seq);
+  return changed;
+}
+
+}  // namespace
+
+int64_t fuse_conv_bn(nn::Module& model) { return over_sequentials(model, fuse_conv_bn_in); }
+int64_t prepare(nn::Module& model) { return over_sequentials(model, prepare_in); }
+int64_t convert(nn::Module& model) { return over_sequentials(model, convert_in); }
 
 QuantizedLayer::QuantizedLayer(const Tensor& float_weight, const Tensor& float_bias, const QParams& input)
     : weight(quantize_weight(float_weight)),
@@ -100,14 +132,14 @@ QuantizedConv2d::QuantizedConv2d(const nn::ConvNd& conv, const QParams& input)
       dilation(nn::spatial::per_dim("QuantizedConv2d", "dilation", conv.options.dilation, 2)) {}
 
 Tensor QuantizedConv2d::forward(const Tensor& x) {
-  return conv2d_int8(x, weight, bias, kernel_size, stride, padding, dilation, input_scale, input_zero_point);
+  return conv2d_int8(x, weight, bias, kernel_size, stride, padding, dilation, input_scale, input_zero_point, relu);
 }
 
 QuantizedLinear::QuantizedLinear(const nn::Linear& linear, const QParams& input)
     : QuantizedLayer(linear.weight, linear.bias, input) {}
 
 Tensor QuantizedLinear::forward(const Tensor& x) {
-  return linear_int8(x, weight, bias, input_scale, input_zero_point);
+  return linear_int8(x, weight, bias, input_scale, input_zero_point, relu);
 }
 
 }  // namespace kiln::quant

@@ -46,7 +46,7 @@ std::vector<TensorMeta> linear_shape(std::span<const Tensor> in, const Attrs&) {
 const OpDef& kLinearDynamic = register_op(ops::with_backward(
     OpDef{"linear_dynamic",
           "linear_dynamic(Tensor input, Tensor weight_values, Tensor weight_scales, Tensor weight_row_sums, Tensor "
-          "weight_packed, Tensor? bias, bool has_bias, float input_scale, int input_zero_point) -> Tensor",
+          "weight_packed, Tensor? bias, bool has_bias, float input_scale, int input_zero_point, bool relu=False) -> Tensor",
           OpKind::Compute, linear_shape},
     &autograd::kNotDifferentiable));
 
@@ -58,7 +58,7 @@ const OpDef& kConv2dInt8 = register_op(ops::with_backward(
     OpDef{"conv2d_int8",
           "conv2d_int8(Tensor input, Tensor weight_values, Tensor weight_scales, Tensor weight_row_sums, Tensor "
           "weight_packed, Tensor? bias, int[] kernel, int[] stride, int[] padding, int[] dilation, int[] out, float "
-          "input_scale, int input_zero_point, bool has_bias) -> Tensor",
+          "input_scale, int input_zero_point, bool has_bias, bool relu=False) -> Tensor",
           OpKind::Compute, conv_shape},
     &autograd::kNotDifferentiable));
 
@@ -165,7 +165,7 @@ Int8Weight quantize_weight(const Tensor& weight) {
 namespace {
 // linear_dynamic and linear_int8: input_scale 0 asks the kernel for the input's own range.
 Tensor linear_quantized(const char* op, const Tensor& x, const Int8Weight& w, const Tensor& bias, double input_scale,
-                        int64_t input_zero_point) {
+                        int64_t input_zero_point, bool relu) {
   check(x.dtype() == kFloat32 && x.dim() >= 1, op, "expected a float32 input (..., in_features) but got ", x.dtype(),
         " ", shape_text(x.sizes()));
   check(x.size(-1) == w.values.size(1), op, "expected ", w.values.size(1), " input features but got input ",
@@ -176,24 +176,26 @@ Tensor linear_quantized(const char* op, const Tensor& x, const Int8Weight& w, co
   std::vector<Tensor> in = {x.contiguous(), w.values, w.scales, w.row_sums, w.packed};
   if (bias.defined()) in.push_back(bias.detach().to(kFloat32).contiguous());
   return dispatch1(kLinearDynamic, std::span<const Tensor>(in),
-                   {{"has_bias", bias.defined()}, {"input_scale", input_scale}, {"input_zero_point", input_zero_point}});
+                   {{"has_bias", bias.defined()}, {"input_scale", input_scale}, {"input_zero_point", input_zero_point},
+                    {"relu", relu}});
 }
 }  // namespace
 
 Tensor linear_dynamic(const Tensor& x, const Int8Weight& w, const Tensor& bias) {
-  return linear_quantized("linear_dynamic", x, w, bias, 0.0, 0);
+  return linear_quantized("linear_dynamic", x, w, bias, 0.0, 0, false);
 }
 
 Tensor linear_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, double input_scale,
-                   int64_t input_zero_point) {
+                   int64_t input_zero_point, bool relu) {
   check(std::isfinite(input_scale) && input_scale > 0 && input_zero_point >= 0 && input_zero_point <= 255,
         "linear_int8", "expected a positive input scale and a zero point in [0, 255] but got ", input_scale, " and ",
         input_zero_point);
-  return linear_quantized("linear_int8", x, w, bias, input_scale, input_zero_point);
+  return linear_quantized("linear_int8", x, w, bias, input_scale, input_zero_point, relu);
 }
 
 Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, const Shape& kernel, const Shape& stride,
-                   const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point) {
+                   const Shape& padding, const Shape& dilation, double input_scale, int64_t input_zero_point,
+                   bool relu) {
   const char* op = "conv2d_int8";
   check(x.dtype() == kFloat32 && x.dim() == 4, op, "expected a float32 input (N, C, H, W) but got ", x.dtype(), " ",
         shape_text(x.sizes()));
@@ -221,7 +223,7 @@ Tensor conv2d_int8(const Tensor& x, const Int8Weight& w, const Tensor& bias, con
   return dispatch1(kConv2dInt8, std::span<const Tensor>(in),
                    {{"kernel", kernel}, {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"out", out},
                     {"input_scale", input_scale}, {"input_zero_point", input_zero_point},
-                    {"has_bias", bias.defined()}});
+                    {"has_bias", bias.defined()}, {"relu", relu}});
 }
 
 }  // namespace kiln::quant

@@ -249,9 +249,12 @@ TEST(Quantization, Conv2dInt8MatchesTheConvolutionOfItsQuantizedOperands) {
 // whose output stays within a few percent of the float model's.
 TEST(Quantization, StaticPostTrainingQuantizationOfACnn) {
   manual_seed(7108);
-  nn::Sequential model{std::make_shared<nn::Conv2d>(3, 8, Shape{3}, nn::ConvOptions{.padding = {1}}),
-                       std::make_shared<nn::BatchNorm2d>(8),
-                       std::make_shared<nn::ReLU>(),
+  // The first block in a Sequential of its own: the steps reach every Sequential of the model.
+  auto block = std::make_shared<nn::Sequential>();
+  block->push_back(std::make_shared<nn::Conv2d>(3, 8, Shape{3}, nn::ConvOptions{.padding = {1}}));
+  block->push_back(std::make_shared<nn::BatchNorm2d>(8));
+  block->push_back(std::make_shared<nn::ReLU>());
+  nn::Sequential model{block,
                        std::make_shared<nn::MaxPool2d>(Shape{2}),
                        std::make_shared<nn::Conv2d>(8, 16, Shape{3}),
                        std::make_shared<nn::ReLU>(),
@@ -268,19 +271,37 @@ TEST(Quantization, StaticPostTrainingQuantizationOfACnn) {
   const Tensor x = randn({10, 3, 8, 8}) * 2 + 0.5;
   const std::vector<double> want = values(model(x));
   EXPECT_EQ(quant::fuse_conv_bn(model), 1);
-  EXPECT_NE(dynamic_cast<nn::Identity*>(model.at(1).get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::Identity*>(block->at(1).get()), nullptr);
   expect_close(model(x), want, 1e-4, 1e-4, "BatchNorm folded into the convolution");
   EXPECT_EQ(quant::prepare(model), 4);
   for (int i = 0; i < 4; ++i) model(randn({16, 3, 8, 8}) * 2 + 0.5);  // calibration
   EXPECT_EQ(quant::convert(model), 4);
-  EXPECT_NE(dynamic_cast<quant::QuantizedConv2d*>(model.at(0).get()), nullptr);
-  EXPECT_NE(dynamic_cast<quant::QuantizedLinear*>(model.at(9).get()), nullptr);
+  // Each ReLU fused into the int8 layer before it (conv-bn-relu, conv-relu,
+  // linear-relu): an Identity in its place, the layer's relu set.
+  const auto* first = dynamic_cast<quant::QuantizedConv2d*>(block->at(0).get());
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(first->relu);
+  EXPECT_NE(dynamic_cast<nn::Identity*>(block->at(2).get()), nullptr);
+  for (size_t i : {3, 6})
+    EXPECT_TRUE(dynamic_cast<quant::QuantizedLayer&>(*model.at(i - 1)).relu && dynamic_cast<nn::Identity*>(model.at(i).get()))
+        << "layer " << i - 1;
+  const auto* last = dynamic_cast<quant::QuantizedLinear*>(model.at(7).get());
+  ASSERT_NE(last, nullptr);
+  EXPECT_FALSE(last->relu);
   const std::vector<double> got = values(model(x));
   double worst = 0, spread = 0;
   for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i])), spread = std::max(spread, std::fabs(want[i]));
   EXPECT_LT(worst, 0.05 * spread);
   EXPECT_GT(worst, 0);  // int8 arithmetic ran
   expect_error([&] { model(full({1, 3, 8, 8}, NAN)); }, {"[conv2d_int8]", "inf or NaN"});
+  // The fused ReLU is exactly relu of the unfused output.
+  const Tensor xc = randn({4, 3, 8, 8}), xl = randn({6, 20}), bc = randn({5}), bl = randn({7});
+  const quant::Int8Weight wc = quant::quantize_weight(randn({5, 27})), wl = quant::quantize_weight(randn({7, 20}));
+  const Shape k{3, 3}, one{1, 1};
+  expect_close(quant::conv2d_int8(xc, wc, bc, k, one, one, one, 0.05, 128, true),
+               values(relu(quant::conv2d_int8(xc, wc, bc, k, one, one, one, 0.05, 128))), 0, 0, "conv2d_int8 relu");
+  expect_close(quant::linear_int8(xl, wl, bl, 0.03, 120, true), values(relu(quant::linear_int8(xl, wl, bl, 0.03, 120))),
+               0, 0, "linear_int8 relu");
 }
 
 TEST(Quantization, MinMaxObserverQParamsByHand) {

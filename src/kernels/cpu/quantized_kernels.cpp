@@ -45,6 +45,7 @@ struct WeightInputs {
   const float* bias;  // null without one
   int64_t rows, K;
   bool vnni;  // the packed kernel runs (int8_path() once per call)
+  bool relu;  // max(y, 0) in the output pass (a fused ReLU)
 
   // The stride of the quantized input's rows: K, rounded up to a multiple
   // of 4 (zeros after K) for the packed kernel's groups.
@@ -56,16 +57,19 @@ struct WeightInputs {
     else
       gemm_u8s8(q, values, acc, M, rows, K);
   }
-  // Output n of a row from its int32 sum: sx sw[n] (acc - zx rowsum[n]) + b[n].
+  // Output n of a row from its int32 sum: sx sw[n] (acc - zx rowsum[n]) + b[n]
+  // (then max(., 0) for a fused ReLU).
   float output(int32_t acc, int64_t n, float input_scale, int32_t input_zero_point) const {
-    const float v = input_scale * scales[n] * static_cast<float>(acc - input_zero_point * row_sums[n]);
-    return bias ? v + bias[n] : v;
+    float v = input_scale * scales[n] * static_cast<float>(acc - input_zero_point * row_sums[n]);
+    if (bias) v += bias[n];
+    return relu && v < 0 ? 0.0f : v;  // NaN stays NaN, as relu's
   }
 };
 WeightInputs weight_inputs(const OpCall& c) {
   return {c.inputs[1].data_ptr<int8_t>(), c.inputs[2].data_ptr<float>(), c.inputs[3].data_ptr<int32_t>(),
           c.inputs[4].data_ptr<int8_t>(), c.attrs.get_bool("has_bias") ? c.inputs[5].data_ptr<float>() : nullptr,
-          c.inputs[1].size(0), c.inputs[1].size(1), int8_path() == Int8Path::VNNI};
+          c.inputs[1].size(0), c.inputs[1].size(1), int8_path() == Int8Path::VNNI,
+          c.attrs.has("relu") && c.attrs.get_bool("relu")};
 }
 
 }  // namespace
