@@ -1,6 +1,6 @@
 // One kernel run REPS times, for bench/arm64_icount.sh, which counts the
-// instructions qemu executes: the count for REPS = 3 less that for REPS = 1,
-// over 2 N, is the kernel's instructions per element (per multiply-add for
+// instructions qemu executes: the count for REPS = 9 less that for REPS = 1,
+// over 8 N, is the kernel's instructions per element (per multiply-add for
 // the GEMMs), without the program's start, the inputs' making or the first
 // call (where qemu translates the code). One thread, so that the count is
 // the kernel's alone. Random inputs (the kernels have no data-dependent

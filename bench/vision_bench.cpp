@@ -23,6 +23,7 @@
 
 using namespace kiln;
 using kiln::bench::time_best;
+using kiln::bench::time_best_for;
 
 namespace {
 
@@ -97,10 +98,10 @@ int main(int argc, char** argv) {
       const Tensor x = randn({s.N, s.C, s.H, s.W}).contiguous(f),
                    w = (randn({s.O, s.C / s.groups, s.k, s.k}) * 0.1).contiguous(f), b = randn({s.O});
       Tensor y;
-      const double t_fwd = time_best([&] {
+      const double t_fwd = time_best_for([&] {
         NoGradGuard no_grad;
         y = nn::conv2d(x, w, b, {s.stride}, {s.padding}, {1}, s.groups);
-      }, 3);
+      }, 3, kiln::bench::peer::kConvSeconds);
       const double g_fwd = gemm_seconds(m, kk, n, s.groups, 1);
       rep.report("vision", "conv2d_fwd_" + name, "GFLOP/s", flops / t_fwd / 1e9, "sgemm_direct", flops / g_fwd / 1e9);
       against_torch("conv2d_fwd_" + name, flops, t_fwd,
@@ -108,10 +109,10 @@ int main(int argc, char** argv) {
       const Tensor xg = x.clone().contiguous(f).requires_grad_(), wg = w.clone().contiguous(f).requires_grad_(),
                    bg = b.clone().requires_grad_();
       const Tensor grad = randn(y.sizes()).contiguous(f);
-      const double t_train = time_best([&] {
+      const double t_train = time_best_for([&] {
         xg.set_grad({}), wg.set_grad({}), bg.set_grad({});
         nn::conv2d(xg, wg, bg, {s.stride}, {s.padding}, {1}, s.groups).backward(grad);
-      }, 3);
+      }, 3, kiln::bench::peer::kConvSeconds);
       rep.report("vision", "conv2d_fwd_bwd_" + name, "GFLOP/s", 3 * flops / t_train / 1e9, "sgemm_direct",
                  3 * flops / (3 * g_fwd) / 1e9);
       against_torch("conv2d_fwd_bwd_" + name, 3 * flops, t_train,

@@ -29,6 +29,8 @@ std::optional<double> dense_causal_attention_seconds(long heads, long len, long 
 struct ConvShape {
   long N, C, H, W, O, k, stride, padding, groups;
 };
+// Each side's conv2d timing: best of at least 3 calls and of at least this many seconds of calls.
+inline constexpr double kConvSeconds = 0.25;
 // Best-of-n seconds of libtorch's conv2d with bias, forward only or forward + backward (all three gradients).
 std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int threads, bool channels_last = false);
 // Training images per second of the Fashion-MNIST CNN (two conv3x3-BN-ReLU-maxpool stages, linear 3136 -> 128,

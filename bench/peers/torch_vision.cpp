@@ -25,14 +25,14 @@ std::optional<double> conv2d_seconds(const ConvShape& s, bool backward, int thre
   if (!backward) {
     torch::NoGradGuard no_grad;
     torch::Tensor y;
-    return time_best([&] { y = torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups); }, 3);
+    return time_best_for([&] { y = torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups); }, 3, kConvSeconds);
   }
   x.requires_grad_(), w.requires_grad_(), b.requires_grad_();
   const auto grad = torch::randn_like(torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups));
-  return time_best([&] {
+  return time_best_for([&] {
     x.mutable_grad() = torch::Tensor(), w.mutable_grad() = torch::Tensor(), b.mutable_grad() = torch::Tensor();
     torch::conv2d(x, w, b, s.stride, s.padding, 1, s.groups).backward(grad);
-  }, 3);
+  }, 3, kConvSeconds);
 }
 
 namespace {
