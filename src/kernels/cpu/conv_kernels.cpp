@@ -233,9 +233,14 @@ void convolution_backward_kernel(const OpCall& c) {
     Primitives& p = primitives(g, want_input, want_weight || want_bias);
     dnnl::stream s(engine());
     const memory user_gy = user_memory(gys, g.dst);
+    // The output gradient in the backward-data primitive's layout, kept for
+    // the backward-weights one when it wants the same (the usual case):
+    // reordering it twice cost as much as LeNet's backward convolutions.
+    memory gy_for_data;
     if (want_input) {
       OutputMemory gx(user_memory(images(c.outputs[0], n0, n1), g.src), p.data_pd->diff_src_desc());
-      p.data->execute(s, {{DNNL_ARG_DIFF_DST, in_layout(user_gy, p.data_pd->diff_dst_desc(), s)},
+      gy_for_data = in_layout(user_gy, p.data_pd->diff_dst_desc(), s);
+      p.data->execute(s, {{DNNL_ARG_DIFF_DST, gy_for_data},
                           {DNNL_ARG_WEIGHTS, in_layout(user_memory(w, g.weights), p.data_pd->weights_desc(), s)},
                           {DNNL_ARG_DIFF_SRC, gx.mem},
                           {DNNL_ARG_SCRATCHPAD, scratchpad(p.data_pd->scratchpad_desc())}});
@@ -246,7 +251,9 @@ void convolution_backward_kernel(const OpCall& c) {
       gw[k] = empty(w.sizes(), TensorOptions(kFloat32));
       OutputMemory gwm(user_memory(gw[k], g.weights), p.weights_pd->diff_weights_desc());
       Args args{{DNNL_ARG_SRC, in_layout(user_memory(xs, g.src), p.weights_pd->src_desc(), s)},
-                {DNNL_ARG_DIFF_DST, in_layout(user_gy, p.weights_pd->diff_dst_desc(), s)},
+                {DNNL_ARG_DIFF_DST, gy_for_data && gy_for_data.get_desc() == p.weights_pd->diff_dst_desc()
+                                        ? gy_for_data
+                                        : in_layout(user_gy, p.weights_pd->diff_dst_desc(), s)},
                 {DNNL_ARG_DIFF_WEIGHTS, gwm.mem},
                 {DNNL_ARG_SCRATCHPAD, scratchpad(p.weights_pd->scratchpad_desc())}};
       if (want_bias) {
