@@ -144,13 +144,17 @@ TEST(MemoryFormat, ConvolutionOutputsAndGradientsFollowTheInput) {
       const Tensor w = randn(c.w, dt).requires_grad_(), b = randn({c.w[0]}, dt).requires_grad_();
       const Tensor y = nn::conv2d(x, w, b, c.stride, c.padding, {1}, c.groups);
       const Tensor want = nn::conv2d(r, w, b, c.stride, c.padding, {1}, c.groups);
-      if (dt == kFloat32) EXPECT_TRUE(y.is_contiguous(kLast)) << what << " strides " << shape_str(y.strides());
+      if (dt == kFloat32) {
+        EXPECT_TRUE(y.is_contiguous(kLast)) << what << " strides " << shape_str(y.strides());
+      }
       const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
       expect_close(y, values(want), tol, tol, what);
       const Tensor gy = randn(y.sizes(), dt);
       const std::vector<Tensor> g = autograd::grad({(y * gy).sum()}, {x, w, b});
       const std::vector<Tensor> g_want = autograd::grad({(want * gy).sum()}, {r, w, b});
-      if (dt == kFloat32) EXPECT_TRUE(g[0].is_contiguous(kLast)) << what << " input gradient";
+      if (dt == kFloat32) {
+        EXPECT_TRUE(g[0].is_contiguous(kLast)) << what << " input gradient";
+      }
       for (size_t i = 0; i < 3; ++i) expect_close(g[i], values(g_want[i]), 1e-4, 1e-4, what + " gradient " + std::to_string(i));
     }
   // 3-D convolution in channels_last_3d.

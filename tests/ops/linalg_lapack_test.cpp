@@ -18,7 +18,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // The matrices of a (..., r, c) tensor as float64 row-major blocks.
 struct Matrices {
   explicit Matrices(const Tensor& t)
-      : v(values(t.contiguous())), rows(t.size(-2)), cols(t.size(-1)), count(rows * cols ? t.numel() / (rows * cols) : 0) {}
+      : v(values(t.contiguous())), rows(t.size(-2)), cols(t.size(-1)), count(rows * cols != 0 ? t.numel() / (rows * cols) : 0) {}
   double at(int64_t b, int64_t i, int64_t j) const { return v[static_cast<size_t>((b * rows + i) * cols + j)]; }
   std::vector<double> v;
   int64_t rows, cols, count;
@@ -277,7 +277,9 @@ TEST(Linalg, SvdReconstructs) {
           for (int64_t b = 0; b < 2; ++b)
             for (int64_t i = 0; i < k; ++i) {
               EXPECT_GE(s[static_cast<size_t>(b * k + i)], 0.0);
-              if (i > 0) EXPECT_LE(s[static_cast<size_t>(b * k + i)], s[static_cast<size_t>(b * k + i - 1)]);
+              if (i > 0) {
+                EXPECT_LE(s[static_cast<size_t>(b * k + i)], s[static_cast<size_t>(b * k + i - 1)]);
+              }
             }
           const Tensor US = U.narrow(-1, 0, k) * S.unsqueeze(-2);
           const Matrices Am(A);
