@@ -127,7 +127,7 @@ Tensor zeros(Shape sizes, TensorOptions options) { return full(std::move(sizes),
 Tensor ones(Shape sizes, TensorOptions options) { return full(std::move(sizes), 1, options.dtype(options.dtype_or(kFloat32))); }
 // The *_like factories keep a channels-last tensor's format (empty_like's).
 Tensor full_like(const Tensor& t, Scalar value) {
-  if (t.dim() >= 4 && t.suggest_memory_format() != MemoryFormat::Contiguous) {
+  if (t.suggest_memory_format() != MemoryFormat::Contiguous) {
     Tensor out = empty_like(t);
     out.fill_(value);
     return out;
