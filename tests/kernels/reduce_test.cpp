@@ -205,6 +205,12 @@ TEST(Reduce, MaxMinArgmaxWithIndices) {
   Tensor n = tensor<float>({1, NAN, 3});
   EXPECT_TRUE(std::isnan(max(n).item<float>()));
   EXPECT_EQ(argmax(n).item<int64_t>(), 1);
+  // A NaN anywhere in a row long enough for the SIMD loop, before and after larger values.
+  for (int64_t at = 0; at < 40; ++at) {
+    Tensor row = arange(0.0, 40.0).to(kFloat32);
+    row.select(0, at).fill_(NAN);
+    EXPECT_TRUE(std::isnan(max(row).item<float>())) << "NaN at " << at;
+  }
 }
 
 TEST(Reduce, Cumsum) {

@@ -4,6 +4,7 @@
 // PyTorch's documented sizes; errors.
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "test_util.h"
 
@@ -92,6 +93,38 @@ TEST(Pooling, MaxAndAverageMatchFloat64Windows) {
   Tensor nan_input = randn({1, 1, 4, 4});
   nan_input.select(2, 1).select(2, 1).fill_(NAN);
   EXPECT_TRUE(std::isnan(nn::max_pool2d(nan_input, {2}).select(2, 0).select(2, 0).item<double>()));
+}
+
+// float32 2x2 windows at stride 2 take a SIMD kernel (pool_simd.cpp); the
+// float64 search is its reference: the same values and indices on rows of
+// every length around the vector widths (4, 8, 16 and its 64-output
+// blocks), odd sizes (a last row or column outside every window) and
+// values full of ties, signed zeros, infinities and NaNs.
+TEST(Pooling, MaxPool2x2MatchesTheGeneralSearch) {
+  std::mt19937 rng(5904);
+  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f, INFINITY, -INFINITY, NAN, 3e38f, -3e38f};
+  for (const auto& [H, W] : std::vector<std::array<int64_t, 2>>{
+           {2, 2}, {3, 5}, {4, 8}, {5, 15}, {6, 16}, {7, 17}, {4, 28}, {28, 28}, {14, 14}, {3, 33}, {2, 64},
+           {3, 129}, {2, 150}, {3, 2}}) {
+    for (bool special : {false, true}) {
+      std::vector<float> v(static_cast<size_t>(2 * 3 * H * W));
+      std::normal_distribution<float> normal;
+      std::uniform_int_distribution<size_t> pick(0, std::size(specials) - 1);
+      for (float& e : v) e = special ? specials[pick(rng)] : normal(rng);
+      const Tensor x = tensor(v, {2, 3, H, W});
+      const std::string what = "2x2 max_pool of " + shape_str(x.sizes()) + (special ? " (special values)" : "");
+      const auto [y, i] = nn::max_pool2d_with_indices(x, {2}, {2});
+      const auto [want, want_i] = nn::max_pool2d_with_indices(x.to(kFloat64), {2}, {2});
+      expect_close(y, values(want), 0, 0, what);
+      expect_close(i, values(want_i), 0, 0, "indices of " + what);
+      // A strided input (the kernel reads a contiguous copy).
+      const Tensor xt = x.transpose(2, 3);
+      const auto [yt, it] = nn::max_pool2d_with_indices(xt, {2}, {2});
+      const auto [want_t, want_it] = nn::max_pool2d_with_indices(xt.to(kFloat64), {2}, {2});
+      expect_close(yt, values(want_t), 0, 0, "transposed " + what);
+      expect_close(it, values(want_it), 0, 0, "indices of transposed " + what);
+    }
+  }
 }
 
 TEST(Pooling, AdaptiveBinsMatchFloat64) {

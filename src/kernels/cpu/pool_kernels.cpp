@@ -9,6 +9,7 @@
 #include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd.h"
 
 namespace kiln::cpu {
 namespace {
@@ -144,6 +145,14 @@ void max_pool_rows(const T* x, T* y, int64_t* arg, int64_t N, int64_t C, const W
 // Planes per task: about kGrain elements of work.
 int64_t plane_grain(int64_t work_per_plane) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_plane)); }
 
+// 2-D pooling over 2x2 windows at stride 2 with every window inside (the
+// downsampling of most CNNs): the SIMD kernel's case.
+bool is_2x2_stride_2(const Window& w) {
+  return w.in[0] == 1 && w.kernel[0] == 1 && w.kernel[1] == 2 && w.kernel[2] == 2 && w.stride[1] == 2 &&
+         w.stride[2] == 2 && w.padding[1] == 0 && w.padding[2] == 0 && w.dilation[1] == 1 && w.dilation[2] == 1 &&
+         2 * w.out[1] <= w.in[1] && 2 * w.out[2] <= w.in[2];
+}
+
 }  // namespace
 
 void max_pool_kernel(const OpCall& c) {
@@ -163,6 +172,15 @@ void max_pool_kernel(const OpCall& c) {
     while (lo < hi && (dims[2].first[lo] != 0 || dims[2].last[lo] != w.kernel[2])) ++lo;
     while (hi > lo && (dims[2].first[hi - 1] != 0 || dims[2].last[hi - 1] != w.kernel[2])) --hi;
     if (rows) return max_pool_rows(xp, yp, ip, x.size(0), x.size(1), w, dims);
+    if constexpr (std::is_same_v<T, float>) {
+      if (is_2x2_stride_2(w)) {
+        const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+        return parallel_for(0, planes, plane_grain(w.in_plane()), [&](int64_t begin, int64_t end) {
+          simd::max_pool_2x2_f32(xp + begin * w.in_plane(), n(end - begin), n(w.in[1]), n(w.in[2]), n(w.out[1]),
+                                 n(w.out[2]), yp + begin * w.out_plane(), ip + begin * w.out_plane());
+        });
+      }
+    }
     parallel_for(0, planes, plane_grain(w.out_plane() * taps), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p)
         max_pool_plane(xp + p * w.in_plane(), yp + p * w.out_plane(), ip + p * w.out_plane(), w, dims, lo, hi);

@@ -76,7 +76,7 @@ float MaxF32(const float* x, size_t n) {
   for (; i + N <= n; i += N) {
     const auto v = hn::LoadU(d, x + i);
     m = hn::Max(m, v);
-    nan = hn::Or(nan, hn::VecFromMask(d, hn::Ne(v, v)));
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));  // not Ne(v, v): ordered (false for NaN) on AVX
   }
   float r = hn::GetLane(hn::MaxOfLanes(d, m));
   bool any_nan = !hn::AllTrue(d, hn::Eq(nan, hn::Zero(d)));

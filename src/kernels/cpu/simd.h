@@ -27,6 +27,13 @@ void accumulate_f32(float* acc, const float* x, size_t n);  // acc[i] += x[i]
 // inverse) + zero_point, 0, 255) (x finite; inverse = 1 / scale as a float).
 void quantize_u8_f32(const float* x, size_t n, float inverse, float zero_point, uint8_t* out);
 
+// Max pooling of `planes` contiguous H x W planes over 2x2 windows at
+// stride 2 without padding (2 OH <= H, 2 OW <= W): y and the flat in-plane
+// indices of the maxima, as the general kernel finds them (ties keep the
+// first tap in (kh, kw) order, a NaN wins).
+void max_pool_2x2_f32(const float* x, size_t planes, size_t H, size_t W, size_t OH, size_t OW, float* y,
+                      int64_t* indices);
+
 // Row kernels of the fused nn functions.
 void softmax_row_f32(const float* x, float* out, size_t n, bool log);
 // y = (x - mean) * rstd * w + b; w, b may be null. Returns mean and rstd.
