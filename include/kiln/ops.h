@@ -48,6 +48,8 @@ Tensor hardswish(const Tensor& x);
 Tensor mish(const Tensor& x);
 // grad * d gelu(x) / dx in one pass (the backward of gelu).
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate = "none");
+// grad where self > threshold, else 0 (relu's gradient with self its output and threshold 0).
+Tensor threshold_backward(const Tensor& grad, const Tensor& self, double threshold);
 Tensor erf(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);

@@ -49,7 +49,7 @@ const struct Register {
     register_backward("cos", [](const Ctx& c) { return unary(c, -g0(c) * sin(x0(c))); }, kSaveInputs);
     register_backward("tanh", [](const Ctx& c) { return unary(c, g0(c) * (1 - y0(c) * y0(c))); }, kSaveOutputs);
     register_backward("sigmoid", [](const Ctx& c) { return unary(c, g0(c) * y0(c) * (1 - y0(c))); }, kSaveOutputs);
-    register_backward("relu", [](const Ctx& c) { return unary(c, g0(c) * (y0(c) > 0).to(y0(c).dtype())); },
+    register_backward("relu", [](const Ctx& c) { return unary(c, threshold_backward(g0(c), y0(c), 0.0)); },
                       kSaveOutputs);
     register_backward("gelu", [](const Ctx& c) { return unary(c, gelu_backward(g0(c), x0(c), "none")); },
                       kSaveInputs);

@@ -188,6 +188,17 @@ const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(T
                                                OpKind::Compute, ops::broadcast_all});
 const OpDef& kGeluTanhBackward = register_op(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
                                                    OpKind::Compute, ops::broadcast_all});
+// Linear in grad_output (its gradient is the same threshold of the incoming
+// one); piecewise constant in self (none).
+constexpr autograd::BackwardDef kThresholdBackwardBackward{[](const BackwardContext& c) -> Grads {
+  if (!c.needs_input_grad[0]) return {Tensor(), Tensor()};
+  const Tensor g = threshold_backward(c.grads[0], c.inputs[1], c.attrs.get_double("threshold"));
+  return {ops::sum_to(g, c.input_meta[0].sizes), Tensor()};
+}, kSaveInputs};
+const OpDef& kThresholdBackward = register_op(with_backward(
+    OpDef{"threshold_backward", "threshold_backward(Tensor grad_output, Tensor self, float threshold) -> Tensor",
+          OpKind::Compute, ops::broadcast_all},
+    &kThresholdBackwardBackward));
 const OpDef& kEq = register_op(binary_def("eq", ops::broadcast_to_bool));
 const OpDef& kNe = register_op(binary_def("ne", ops::broadcast_to_bool));
 const OpDef& kLt = register_op(binary_def("lt", ops::broadcast_to_bool));
@@ -345,6 +356,11 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& app
         "expected approximate to be 'none' or 'tanh' but got '", approximate, "'");
   check(is_floating(x.dtype()), "gelu_backward", "expected a floating point input but got ", x.dtype());
   return binary(approximate == "tanh" ? kGeluTanhBackward : kGeluBackward, grad, x);
+}
+Tensor threshold_backward(const Tensor& grad, const Tensor& self, double threshold) {
+  check(is_floating(grad.dtype()) && is_floating(self.dtype()), "threshold_backward",
+        "expected floating point tensors but got ", grad.dtype(), " and ", self.dtype());
+  return binary(kThresholdBackward, grad, self, false, {{"threshold", threshold}});
 }
 Tensor silu(const Tensor& x) { return unary_float(kSilu, x); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) {

@@ -49,6 +49,7 @@ void elementwise() {
   def<&logical_not>("logical_not(Tensor self) -> Tensor");
   def<&gelu>("gelu(Tensor self, *, str approximate='none') -> Tensor");
   def<&gelu_backward>("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor");
+  def<&threshold_backward>("threshold_backward(Tensor grad_output, Tensor self, float threshold) -> Tensor");
   def<static_cast<Tensor (*)(const Tensor&, std::optional<Scalar>, std::optional<Scalar>)>(&clamp)>(
       "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor");
 

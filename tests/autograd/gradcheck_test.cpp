@@ -64,6 +64,7 @@ TEST(Gradcheck, BinaryOpsWithBroadcasting) {
       {"where", [](auto& v) { return where(v[0] > 0, v[0], v[1]); }},
       {"lerp", [](auto& v) { return lerp(v[0], v[1], 0.3); }},
       {"scalar_pow", [](auto& v) { return pow(v[0] + 2, 2.5) + v[1]; }},
+      {"threshold_backward", [](auto& v) { return threshold_backward(v[0], v[1], 0.1); }},
   };
   for (const auto& [name, fn] : ops) {
     expect_gradcheck(std::string(name) + " same shape", fn, {leaf({3, 4}), leaf({3, 4})});

@@ -76,6 +76,7 @@ std::vector<Case> cases() {
   }
   c.push_back({"gelu", {x}, {{"approximate", std::string("tanh")}}, [=] { return one(gelu(x, "tanh")); }});
   c.push_back({"gelu_backward", {m34, x}, {}, [=] { return one(gelu_backward(m34, x)); }});
+  c.push_back({"threshold_backward", {m34, x, 0.5}, {}, [=] { return one(threshold_backward(m34, x, 0.5)); }});
   c.push_back({"clamp", {x, IValue(), 0.5}, {}, [=] { return one(clamp(x, std::nullopt, 0.5)); }});
   c.push_back({"leaky_relu", {x, 0.2}, {}, [=] { return one(leaky_relu(x, 0.2)); }});
   c.push_back({"clamp.Tensor", {m34, row}, {}, [=] { return one(clamp(m34, row, Tensor())); }});

@@ -32,6 +32,7 @@ void run_every_op() {
     f(y + 1);
   leaky_relu(x), elu(x), softplus(x), hardtanh(x);
   gelu(x), gelu(x, "tanh"), clamp(x, 0, 1), gelu_backward(x, y), gelu_backward(x, y, "tanh");
+  threshold_backward(x, y, 0.5);
   add(x, y), sub(x, y), mul(x, y), div(x, y), pow(y, x), maximum(x, y), minimum(x, y), fmod(x, y);
   hypot(x, y), logaddexp(x, y), copysign(x, y), remainder(x, y + 1), floor_divide(x, y + 1);
   log2(y + 1), log10(y + 1), exp2(x), trunc(x), frac(x), logsigmoid(x), selu(x);

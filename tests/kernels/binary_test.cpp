@@ -41,6 +41,8 @@ std::vector<BinaryCase> cases() {
          const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
          return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
        }, false},
+      {"threshold_backward", [](const Tensor& g, const Tensor& x) { return threshold_backward(g, x, 0.25); },
+       [](double g, double x) { return x <= 0.25 ? 0.0 : g; }, false},
   };
 }
 
@@ -74,6 +76,28 @@ TEST(Binary, FloatDTypesAllLayoutsMatchFloat64Reference) {
       }
     }
   }
+}
+
+// PyTorch's select, not a product with the mask: at self <= threshold the
+// result is 0 even for an inf or NaN grad; a NaN self passes grad through.
+// Every float32 kernel (the SIMD loop and the scalar tail) agrees.
+TEST(Binary, ThresholdBackwardSelects) {
+  std::vector<double> gv, xv, want;
+  for (int i = 0; i < 5; ++i) {
+    gv.insert(gv.end(), {INFINITY, NAN, -2.0, 3.0, NAN, 5.0, -0.0});
+    xv.insert(xv.end(), {-1.0, 0.0, 0.0, 0.5, 2.0, NAN, 1.0});
+    want.insert(want.end(), {0.0, 0.0, 0.0, 3.0, NAN, 5.0, -0.0});
+  }
+  for (DType dt : {kFloat32, kFloat64, kBFloat16}) {
+    const Tensor g = tensor(gv).to(dt), x = tensor(xv).to(dt);
+    expect_close(threshold_backward(g, x, 0.0), want, 0, 0, std::string("threshold_backward ") + dtype_name(dt));
+  }
+  expect_error([] { threshold_backward(ones({2}, kInt64), ones({2}), 0.0); },
+               {"threshold_backward", "floating point", "int64"});
+  // relu's gradient is this select on its output.
+  const Tensor x = tensor<double>({-1.0, 0.0, 2.0}).requires_grad_();
+  relu(x).backward(tensor<double>({INFINITY, 7.0, 3.0}));
+  expect_close(x.grad(), {0.0, 0.0, 3.0}, 0, 0, "relu gradient");
 }
 
 TEST(Binary, IntegerDTypes) {

@@ -80,7 +80,10 @@ void binary_kernel(const OpCall& c) {
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];
   const Tensor& out = c.outputs[0];
-  const double alpha = attr_or(c.attrs, "alpha", 1.0);
+  // The functor's float attribute: add's and sub's alpha unless it names its own.
+  double alpha = attr_or(c.attrs, "alpha", 1.0);
+  if constexpr (requires { BinaryFunctor<OP>::type::kAttrs; })
+    alpha = c.attrs.get_double(BinaryFunctor<OP>::type::kAttrs[0]);
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || is_16bit_float<T>) {

@@ -10,7 +10,8 @@ namespace kiln::cpu {
 
 #define KILN_ENUMERATOR(functor, name) functor,
 enum class UnaryOp : uint8_t { KILN_POINTWISE_UNARY(KILN_ENUMERATOR) };
-// GeluBackward / GeluTanhBackward: (grad, x) -> grad * gelu'(x).
+// GeluBackward / GeluTanhBackward: (grad, x) -> grad * gelu'(x);
+// ThresholdBackward: (grad, x) -> x > threshold ? grad : 0.
 enum class BinaryOp : uint8_t { KILN_POINTWISE_BINARY(KILN_ENUMERATOR) };
 #undef KILN_ENUMERATOR
 

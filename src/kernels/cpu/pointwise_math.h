@@ -722,6 +722,14 @@ struct Minimum {
   KILN_PW_INLINE static float f(float a, float b) { return a != a || b != b ? a + b : (a < b ? a : b); }
   KILN_PW_INLINE static double f(double a, double b) { return a != a || b != b ? a + b : (a < b ? a : b); }
 };
+// (grad, x) -> grad where x > threshold, else 0: relu's gradient (x its
+// output, threshold 0), PyTorch's threshold_backward. A select, not
+// grad * (x > threshold): an inf or NaN grad at x <= threshold gives 0.
+struct ThresholdBackward {
+  static constexpr const char* kAttrs[] = {"threshold"};
+  KILN_PW_INLINE static float f(float g, float x, float threshold) { return x <= threshold ? 0.0f : g; }
+  KILN_PW_INLINE static double f(double g, double x, double threshold) { return x <= threshold ? 0.0 : g; }
+};
 // (grad, x) -> grad * gelu'(x) = grad (Phi(x) + x phi(x)).
 struct GeluBackward {
   KILN_PW_INLINE static float f(float g, float x) {
@@ -793,6 +801,7 @@ KILN_PW_INLINE float fast_form(float x, u32& beyond) {
 #define KILN_POINTWISE_BINARY(X)                                                                              \
   X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Pow, "pow") X(Maximum, "maximum")                 \
   X(Minimum, "minimum") X(Fmod, "fmod") X(GeluBackward, "gelu_backward") X(GeluTanhBackward, "gelu_tanh_backward") \
+  X(ThresholdBackward, "threshold_backward")                                                                  \
   X(Hypot, "hypot") X(LogAddExp, "logaddexp") X(CopySign, "copysign") X(Remainder, "remainder")             \
   X(FloorDivide, "floor_divide") X(Atan2, "atan2")
 
