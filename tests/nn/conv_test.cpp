@@ -237,6 +237,32 @@ TEST(Conv, Float32KernelGradientsMatchTheFloat64Path) {
     }
 }
 
+// A thread's images run in slices small enough for its cache (the kernel's
+// KILN_CONV_SLICE_KB budget, here down to one image and to uneven slices):
+// the same outputs, and the weight and bias gradients summed over slices.
+TEST(Conv, Float32KernelSlicesOfTheBatch) {
+  manual_seed(5807);
+  const Tensor x64 = randn({7, 3, 9, 8}, kFloat64), w64 = randn({5, 3, 3, 3}, kFloat64), b64 = randn({5}, kFloat64);
+  const Tensor gy = randn({7, 5, 9, 8}, kFloat64);
+  std::vector<Tensor> want;
+  {
+    const Tensor x = x64.detach().requires_grad_(), w = w64.detach().requires_grad_(), b = b64.detach().requires_grad_();
+    const Tensor y = nn::conv2d(x, w, b, {1}, {1});
+    (y * gy).sum().backward();
+    want = {y.detach(), x.grad(), w.grad(), b.grad()};
+  }
+  for (const char* budget : {"1", "5"}) {  // one image (2.25 KB: 3 * 72 + 5 * 72 floats), and two
+    const ScopedEnv slices("KILN_CONV_SLICE_KB", budget);
+    const Tensor x = x64.to(kFloat32).detach().requires_grad_(), w = w64.to(kFloat32).detach().requires_grad_();
+    const Tensor b = b64.to(kFloat32).detach().requires_grad_();
+    const Tensor y = nn::conv2d(x, w, b, {1}, {1});
+    (y * gy.to(kFloat32)).sum().backward();
+    const Tensor got[] = {y, x.grad(), w.grad(), b.grad()};
+    for (size_t i = 0; i < 4; ++i)
+      expect_close(got[i], values(want[i]), 2e-4, 2e-4, std::string("slice budget ") + budget + " KB, output " + std::to_string(i));
+  }
+}
+
 // Special values through the kernel: +-0, inf and NaN in the input give
 // the reference path's infinities and NaNs where it has them.
 TEST(Conv, Float32KernelSpecialValues) {
