@@ -3,7 +3,8 @@
 // added up in double),
 // then y = x scale + shift; the backward from the two per-channel sums
 // sum(dy) and sum(dy (x - mean)). Channels are split over the thread pool;
-// each reads its N contiguous planes. A channels-last output takes the
+// each reads its N contiguous planes (the loops over them: batch_norm_simd.cpp,
+// per Highway target). A channels-last output takes the
 // rows path: rows of C channels, per-channel sums over blocks of rows.
 #include <array>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/kernel_tensors.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd.h"
 
 namespace kiln::cpu {
 namespace {
@@ -20,6 +22,9 @@ struct Planes {
   int64_t N, C, HW;
   int64_t at(int64_t n, int64_t c) const { return (n * C + c) * HW; }  // the first element of plane (n, c)
   double count() const { return static_cast<double>(N * HW); }
+  simd::BatchNormPlanes simd() const {
+    return {static_cast<size_t>(N), static_cast<size_t>(HW), static_cast<size_t>(C * HW)};
+  }
 };
 
 Planes planes(const Tensor& x) {
@@ -32,22 +37,6 @@ int64_t channel_grain(const Planes& p) { return std::max<int64_t>(1, kGrain / st
 template <class T>
 T value_or(const Tensor& t, bool has, int64_t c, T fallback) {
   return has ? t.data_ptr<T>()[c] : fallback;
-}
-
-// The sum of f(0) .. f(n - 1): 16 lane-wise partial sums in T (a loop
-// the compiler vectorizes without reordering any one sum), added up in
-// double. A plane of HW values adds at most HW / 16 terms per lane.
-template <class T, class F>
-double lane_sum(int64_t n, const F& f) {
-  constexpr int kLanes = 16;
-  T part[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) part[j] += f(i + j);
-  double s = 0;
-  for (; i < n; ++i) s += static_cast<double>(f(i));
-  for (T v : part) s += static_cast<double>(v);
-  return s;
 }
 
 // ---- channels-last: R = N x spatial rows of C channels
@@ -177,26 +166,11 @@ void batch_norm_training_kernel(const OpCall& c) {
     T *yp = c.outputs[0].data_ptr<T>(), *mean_out = c.outputs[1].data_ptr<T>(), *var_out = c.outputs[2].data_ptr<T>();
     parallel_for(0, p.C, channel_grain(p), [&](int64_t begin, int64_t end) {
       for (int64_t ch = begin; ch < end; ++ch) {
-        double sum = 0;
-        for (int64_t n = 0; n < p.N; ++n) {
-          const T* v = xp + p.at(n, ch);
-          sum += lane_sum<T>(p.HW, [v](int64_t i) { return v[i]; });
-        }
-        const double mean = sum / p.count();
-        const T m = static_cast<T>(mean);
-        double squares = 0;
-        for (int64_t n = 0; n < p.N; ++n) {
-          const T* v = xp + p.at(n, ch);
-          squares += lane_sum<T>(p.HW, [v, m](int64_t i) { return (v[i] - m) * (v[i] - m); });
-        }
-        const double var = squares / p.count();
+        double mean, var;
+        simd::batch_norm_stats(xp + p.at(0, ch), p.simd(), &mean, &var);
         const double scale = static_cast<double>(value_or<T>(w, has_w, ch, T(1))) / std::sqrt(var + eps);
         const T s = static_cast<T>(scale), shift = static_cast<T>(static_cast<double>(value_or<T>(b, has_b, ch, T(0))) - mean * scale);
-        for (int64_t n = 0; n < p.N; ++n) {
-          const T* in = xp + p.at(n, ch);
-          T* out = yp + p.at(n, ch);
-          for (int64_t i = 0; i < p.HW; ++i) out[i] = in[i] * s + shift;
-        }
+        simd::batch_norm_affine(xp + p.at(0, ch), yp + p.at(0, ch), p.simd(), s, shift);
         mean_out[ch] = static_cast<T>(mean), var_out[ch] = static_cast<T>(var);
       }
     });
@@ -227,13 +201,8 @@ void batch_norm_backward_kernel(const OpCall& c) {
       for (int64_t ch = begin; ch < end; ++ch) {
         const double mu = static_cast<double>(mean.data_ptr<T>()[ch]);
         const double invstd = 1 / std::sqrt(static_cast<double>(var.data_ptr<T>()[ch]) + eps);
-        double sum_dy = 0, sum_dy_xmu = 0;
-        const T m = static_cast<T>(mu);
-        for (int64_t n = 0; n < p.N; ++n) {
-          const T *g = gp + p.at(n, ch), *v = xp + p.at(n, ch);
-          sum_dy += lane_sum<T>(p.HW, [g](int64_t i) { return g[i]; });
-          sum_dy_xmu += lane_sum<T>(p.HW, [g, v, m](int64_t i) { return g[i] * (v[i] - m); });
-        }
+        double sum_dy, sum_dy_xmu;
+        simd::batch_norm_grad_sums(gp + p.at(0, ch), xp + p.at(0, ch), p.simd(), static_cast<T>(mu), &sum_dy, &sum_dy_xmu);
         if (want_w) c.outputs[1].data_ptr<T>()[ch] = static_cast<T>(sum_dy_xmu * invstd);
         if (want_b) c.outputs[2].data_ptr<T>()[ch] = static_cast<T>(sum_dy);
         if (!want_x) continue;
@@ -242,11 +211,8 @@ void batch_norm_backward_kernel(const OpCall& c) {
         const double mean_dy = sum_dy / p.count(), proj = sum_dy_xmu / p.count() * invstd * invstd;
         const T a = static_cast<T>(scale), bx = static_cast<T>(-scale * proj),
                 k = static_cast<T>(scale * (proj * mu - mean_dy));
-        for (int64_t n = 0; n < p.N; ++n) {
-          const T *g = gp + p.at(n, ch), *v = xp + p.at(n, ch);
-          T* out = c.outputs[0].data_ptr<T>() + p.at(n, ch);
-          for (int64_t i = 0; i < p.HW; ++i) out[i] = a * g[i] + bx * v[i] + k;
-        }
+        simd::batch_norm_input_grad(gp + p.at(0, ch), xp + p.at(0, ch), c.outputs[0].data_ptr<T>() + p.at(0, ch), p.simd(),
+                                    a, bx, k);
       }
     });
   });

@@ -34,6 +34,28 @@ void quantize_u8_f32(const float* x, size_t n, float inverse, float zero_point, 
 void max_pool_2x2_f32(const float* x, size_t planes, size_t H, size_t W, size_t OH, size_t OW, float* y,
                       int64_t* indices);
 
+// batch_norm over one channel of a row-major (N, C, spatial) tensor: its N
+// planes of HW values, `stride` (C * HW) elements apart, from the channel's
+// first. float32 and float64 (batch_norm_simd.cpp).
+struct BatchNormPlanes {
+  size_t N, HW, stride;
+};
+// The mean and the biased variance (two passes; partial sums added in double).
+void batch_norm_stats(const float* x, BatchNormPlanes p, double* mean, double* var);
+void batch_norm_stats(const double* x, BatchNormPlanes p, double* mean, double* var);
+// y = x scale + shift.
+void batch_norm_affine(const float* x, float* y, BatchNormPlanes p, float scale, float shift);
+void batch_norm_affine(const double* x, double* y, BatchNormPlanes p, double scale, double shift);
+// The backward's sums of dy and of dy (x - mean).
+void batch_norm_grad_sums(const float* g, const float* x, BatchNormPlanes p, float mean, double* sum_dy,
+                          double* sum_dy_xmu);
+void batch_norm_grad_sums(const double* g, const double* x, BatchNormPlanes p, double mean, double* sum_dy,
+                          double* sum_dy_xmu);
+// dx = a dy + b x + k.
+void batch_norm_input_grad(const float* g, const float* x, float* dx, BatchNormPlanes p, float a, float b, float k);
+void batch_norm_input_grad(const double* g, const double* x, double* dx, BatchNormPlanes p, double a, double b,
+                           double k);
+
 // Row kernels of the fused nn functions.
 void softmax_row_f32(const float* x, float* out, size_t n, bool log);
 // y = (x - mean) * rstd * w + b; w, b may be null. Returns mean and rstd.
