@@ -213,6 +213,11 @@ class ModeGuard {
   ModeGuard& operator=(const ModeGuard&) = delete;
 };
 
+// Whether a mode of this thread sees the next op (kiln::compile's tracer, a
+// test's recorder): code with a fused fast path issues the separate ops
+// then, so that the mode sees what it would without the fast path.
+bool thread_modes_active();
+
 // Hides this thread's modes and the global mode for its scope: ops run
 // their kernels directly, as those a kernel calls do. For values built from
 // no traced tensor that a program needs concretely (a block mask's lists),

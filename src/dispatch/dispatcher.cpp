@@ -185,6 +185,8 @@ ModeGuard::~ModeGuard() {
   mode_stack.active = mode_stack.modes.size();
 }
 
+bool thread_modes_active() { return mode_stack.active > 0; }
+
 ModesOffGuard::ModesOffGuard() : active_(mode_stack.active), global_visible_(mode_stack.global_visible) {
   mode_stack.active = 0;
   mode_stack.global_visible = false;

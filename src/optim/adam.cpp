@@ -1,6 +1,7 @@
 // Adam and AdamW (PyTorch's rules; AdamW's weight decay decoupled).
 #include <cmath>
 
+#include "kiln/dispatch.h"
 #include "kiln/error.h"
 #include "kiln/optim.h"
 #include "optim/state_slot.h"
@@ -32,11 +33,46 @@ void Adam::check_group(const ParamGroup& g) const { detail::check_adam_like(name
 
 int64_t Adam::steps() const { return state_.empty() ? 0 : state_[0].step; }
 
+namespace {
+
+// Note [The fused Adam step]
+// On eager float32 CPU tensors, contiguous and without amsgrad, the update
+// is one op (_fused_adam_, src/ops/optimizer_steps.cpp) that runs the same
+// float32 operations per element as the ops below, in their order: the same
+// bits in one pass over memory instead of about twelve (the Fashion-MNIST
+// CNN's step spent ~1 ms of ~15 in them). Under a dispatch mode
+// (kiln::compile traces the step) the ops below run, as they always did.
+bool fusable(const Tensor& p, const std::map<std::string, Tensor>& state, bool amsgrad) {
+  if (amsgrad || thread_modes_active()) return false;
+  const Tensor& g = p.grad();
+  const auto first = state.find("exp_avg"), second = state.find("exp_avg_sq");
+  for (const Tensor* t : {&p, &g}) {
+    if (t->dtype() != kFloat32 || !t->device().is_cpu() || !t->is_contiguous() || t->sizes() != p.sizes())
+      return false;
+  }
+  // The moments exist after the first step (made below, contiguous like p).
+  return first != state.end() && second != state.end() && first->second.is_contiguous() &&
+         second->second.is_contiguous();
+}
+
+}  // namespace
+
 void Adam::step() {
   for_each_param_with_grad([&](const ParamGroup& grp, const Tensor& p, ParamState& s) {
     const double lr = grp["lr"], beta1 = grp["beta1"], beta2 = grp["beta2"];
     const double t = static_cast<double>(++s.step);
     const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
+    if (fusable(p, s.tensors, grp["amsgrad"] != 0)) {
+      static const OpDef& fused = *find_op("_fused_adam_");
+      const Tensor in[] = {p, p.grad(), s.tensors.at("exp_avg"), s.tensors.at("exp_avg_sq")};
+      const Tensor out[] = {p, s.tensors.at("exp_avg"), s.tensors.at("exp_avg_sq")};
+      dispatch(fused, in,
+               Attrs{{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", grp["eps"]},
+                     {"weight_decay", grp["weight_decay"]}, {"decoupled", decoupled_},
+                     {"bias_correction1", bc1}, {"bias_correction2", bc2}},
+               out);
+      return;
+    }
     const Tensor g = detail::decayed_grad(grp, p, decoupled_);
     const auto [exp_avg, exp_avg_sq] = detail::update_moments(s.tensors, p, g, beta1, beta2);
     Tensor second = exp_avg_sq;

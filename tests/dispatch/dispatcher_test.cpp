@@ -60,6 +60,13 @@ void run_every_op() {
     quant::conv2d_int8(randn({1, 2, 4, 4}), quant::quantize_weight(randn({3, 2, 3, 3})), {}, {3, 3}, {1, 1}, {1, 1},
                        {1, 1}, 0.05, 128);
   }
+  {  // the fused Adam step (the optimizer issues it only with no mode active)
+    const Tensor p = randn({5}), m = zeros({5}), v = zeros({5});
+    dispatch(*find_op("_fused_adam_"), std::vector<Tensor>{p, randn({5}), m, v},
+             Attrs{{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0},
+                   {"decoupled", true}, {"bias_correction1", 0.1}, {"bias_correction2", 0.001}},
+             std::vector<Tensor>{p, m, v});
+  }
   {  // linalg's LAPACK ops
     const Tensor a = randn({3, 3}) + 3 * eye(3), s = matmul(a, a.t());
     linalg::inv(a), linalg::solve(a, y.narrow(0, 0, 3)), linalg::det(a), linalg::slogdet(a), linalg::cholesky(s);

@@ -49,6 +49,7 @@ void max_pool_kernel(const OpCall& c);           // attrs: kernel, stride, paddi
 void max_pool_backward_kernel(const OpCall& c);  // grad, indices; attrs: input (sizes)
 void batch_norm_training_kernel(const OpCall& c);  // x, [w], [b]; attrs: eps, has_weight, has_bias -> y, mean, var
 void batch_norm_backward_kernel(const OpCall& c);  // grad, x, [w], mean, var -> grad x, w, b (those asked for)
+void fused_adam_kernel(const OpCall& c);  // param, grad, exp_avg, exp_avg_sq -> the 1st, 3rd, 4th updated
 
 void matmul_u8s8_kernel(const OpCall& c);     // a uint8 (M, K), b int8 (N, K) -> int32 a b^T
 void pack_u8s8_weight_kernel(const OpCall& c);  // int8 (N, K) -> the VNNI kernel's layout

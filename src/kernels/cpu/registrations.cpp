@@ -50,6 +50,7 @@ const bool registered = [] {
     {"convolution", convolution_kernel},
     {"convolution_backward", convolution_backward_kernel},
     {"max_pool", max_pool_kernel},
+    {"_fused_adam_", fused_adam_kernel},
     {"max_pool_backward", max_pool_backward_kernel},
     {"batch_norm_training", batch_norm_training_kernel},
     {"batch_norm_backward", batch_norm_backward_kernel},

@@ -56,6 +56,18 @@ void batch_norm_input_grad(const float* g, const float* x, float* dx, BatchNormP
 void batch_norm_input_grad(const double* g, const double* x, double* dx, BatchNormPlanes p, double a, double b,
                            double k);
 
+// Adam's update of n float32 elements in place (p, m, v; g read), with the
+// float32 operations of the op-by-op update in its order (src/optim/adam.cpp):
+// the numbers are those it would convert from double.
+struct AdamScalars {
+  float decay;  // AdamW's p *= 1 - lr wd (1 without decay)
+  bool l2_decay;
+  float l2;  // Adam's g += p wd
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float bias_correction2_sqrt, eps, step_size;  // step_size: lr / bias_correction1
+};
+void adam_step_f32(float* p, const float* g, float* m, float* v, size_t n, const AdamScalars& s);
+
 // Row kernels of the fused nn functions.
 void softmax_row_f32(const float* x, float* out, size_t n, bool log);
 // y = (x - mean) * rstd * w + b; w, b may be null. Returns mean and rstd.
