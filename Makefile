@@ -29,8 +29,8 @@ FUZZ_PKGS := clang libclang-rt-14-dev
 # come into a sysroot from Debian's arm64 packages: cmake/arm64-sysroot.sh).
 ARM_PKGS := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: demo test check-sanitize fuzz bench build package package-arm64 icount-arm64 deps demo-deps bench-deps fuzz-deps clean \
-        arm64 test-arm64 arm64-deps
+.PHONY: demo test check-sanitize fuzz bench bench-pytorch build package package-arm64 icount-arm64 deps demo-deps \
+        bench-deps fuzz-deps clean arm64 test-arm64 arm64-deps
 
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -109,6 +109,18 @@ bench: bench-deps
 	./$(BUILD)/bin/kiln-bench-stable --json
 	./$(BUILD)/bin/kiln-bench-collectives --json
 	./$(BUILD)/bin/kiln-bench-vision --json
+
+# kiln-bench-vision beside PyTorch 2.9 itself (PyPI's wheel, in a venv of
+# the build folder: never for tests or CI). PYTHON: the interpreter that makes it.
+PYTHON ?= python3
+TORCH_VENV ?= $(BUILD)/venv-pytorch
+bench-pytorch: bench-deps
+	$(call install_missing,python3-venv)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-bench-vision
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -c 'import torch' 2>/dev/null || $(TORCH_VENV)/bin/pip install -q 'torch==2.9.*' numpy
+	KILN_BENCH_PYTHON=$(abspath $(TORCH_VENV))/bin/python ./$(BUILD)/bin/kiln-bench-vision --json
 
 # kiln cross-built for arm64 (docs/ARCHITECTURE.md, "Arm"), and its tests under qemu-user:
 # the suite on a NEON CPU (neoverse-n1: no SVE), the kernel tests again on
