@@ -98,8 +98,8 @@ TEST(Pooling, MaxAndAverageMatchFloat64Windows) {
 // float32 2x2 windows at stride 2 take a SIMD kernel (pool_simd.cpp); the
 // float64 search is its reference: the same values and indices on rows of
 // every length around the vector widths (4, 8, 16 and its 64-output
-// blocks), odd sizes (a last row or column outside every window) and
-// values full of ties, signed zeros, infinities and NaNs.
+// blocks), odd sizes (a last row or column outside every window), both
+// memory formats, and values full of ties, signed zeros, infinities and NaNs.
 TEST(Pooling, MaxPool2x2MatchesTheGeneralSearch) {
   std::mt19937 rng(5904);
   const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f, INFINITY, -INFINITY, NAN, 3e38f, -3e38f};
@@ -124,6 +124,19 @@ TEST(Pooling, MaxPool2x2MatchesTheGeneralSearch) {
       expect_close(yt, values(want_t), 0, 0, "transposed " + what);
       expect_close(it, values(want_it), 0, 0, "indices of transposed " + what);
     }
+  }
+  // Channels-last: vectors of channels (C around the vector widths and the 64-channel blocks).
+  for (const int64_t C : {1, 3, 4, 8, 17, 40, 64, 70}) {
+    std::vector<float> v(static_cast<size_t>(2 * C * 7 * 9));
+    std::uniform_int_distribution<size_t> pick(0, std::size(specials) - 1);
+    for (float& e : v) e = specials[pick(rng)];
+    const Tensor x = tensor(v, {2, C, 7, 9}).contiguous(MemoryFormat::ChannelsLast);
+    const std::string what = "channels-last 2x2 max_pool of " + shape_str(x.sizes());
+    const auto [y, i] = nn::max_pool2d_with_indices(x, {2}, {2});
+    const auto [want, want_i] = nn::max_pool2d_with_indices(x.to(kFloat64), {2}, {2});
+    ASSERT_TRUE(y.is_contiguous(MemoryFormat::ChannelsLast)) << what;
+    expect_close(y, values(want), 0, 0, what);
+    expect_close(i, values(want_i), 0, 0, "indices of " + what);
   }
 }
 

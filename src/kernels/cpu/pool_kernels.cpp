@@ -171,16 +171,24 @@ void max_pool_kernel(const OpCall& c) {
     int64_t lo = 0, hi = w.out[2];
     while (lo < hi && (dims[2].first[lo] != 0 || dims[2].last[lo] != w.kernel[2])) ++lo;
     while (hi > lo && (dims[2].first[hi - 1] != 0 || dims[2].last[hi - 1] != w.kernel[2])) --hi;
-    if (rows) return max_pool_rows(xp, yp, ip, x.size(0), x.size(1), w, dims);
     if constexpr (std::is_same_v<T, float>) {
       if (is_2x2_stride_2(w)) {
         const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+        if (rows) {  // rows (n, oh) of OW outputs of C channels
+          const int64_t C = x.size(1), row_work = 4 * w.out[2] * C;
+          return parallel_for(0, x.size(0) * w.out[1], std::max<int64_t>(1, kGrain / std::max<int64_t>(1, row_work)),
+                              [&](int64_t begin, int64_t end) {
+            simd::max_pool_2x2_rows_f32(xp, n(begin), n(end), n(w.in[1]), n(w.in[2]), n(C), n(w.out[1]), n(w.out[2]),
+                                        yp, ip);
+          });
+        }
         return parallel_for(0, planes, plane_grain(w.in_plane()), [&](int64_t begin, int64_t end) {
           simd::max_pool_2x2_f32(xp + begin * w.in_plane(), n(end - begin), n(w.in[1]), n(w.in[2]), n(w.out[1]),
                                  n(w.out[2]), yp + begin * w.out_plane(), ip + begin * w.out_plane());
         });
       }
     }
+    if (rows) return max_pool_rows(xp, yp, ip, x.size(0), x.size(1), w, dims);
     parallel_for(0, planes, plane_grain(w.out_plane() * taps), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p)
         max_pool_plane(xp + p * w.in_plane(), yp + p * w.out_plane(), ip + p * w.out_plane(), w, dims, lo, hi);

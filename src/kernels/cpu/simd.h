@@ -33,6 +33,10 @@ void quantize_u8_f32(const float* x, size_t n, float inverse, float zero_point, 
 // first tap in (kh, kw) order, a NaN wins).
 void max_pool_2x2_f32(const float* x, size_t planes, size_t H, size_t W, size_t OH, size_t OW, float* y,
                       int64_t* indices);
+// The same on channels-last (N, H, W, C) data, output rows (n, oh) in
+// [rows_begin, rows_end) (y and indices (N, OH, OW, C)).
+void max_pool_2x2_rows_f32(const float* x, size_t rows_begin, size_t rows_end, size_t H, size_t W, size_t C,
+                           size_t OH, size_t OW, float* y, int64_t* indices);
 
 // batch_norm over one channel of a row-major (N, C, spatial) tensor: its N
 // planes of HW values, `stride` (C * HW) elements apart, from the channel's
