@@ -36,23 +36,29 @@ int64_t Adam::steps() const { return state_.empty() ? 0 : state_[0].step; }
 namespace {
 
 // Note [The fused Adam step]
-// On eager float32 CPU tensors, contiguous and without amsgrad, the update
+// On eager float32 CPU tensors, dense and alike, without amsgrad, the update
 // is one op (_fused_adam_, src/ops/optimizer_steps.cpp) that runs the same
 // float32 operations per element as the ops below, in their order: the same
 // bits in one pass over memory instead of about twelve (the Fashion-MNIST
 // CNN's step spent ~1 ms of ~15 in them). Under a dispatch mode
 // (kiln::compile traces the step) the ops below run, as they always did.
+// p dense (row-major, or channels-last like a CNN's weights), and its
+// moments laid out as p, so that one pass over the memories pairs their
+// elements.
 bool fusable(const Tensor& p, const std::map<std::string, Tensor>& state, bool amsgrad) {
   if (amsgrad || thread_modes_active()) return false;
-  const Tensor& g = p.grad();
+  if (p.dtype() != kFloat32 || !p.device().is_cpu() ||
+      !(p.is_contiguous() || p.is_contiguous(p.suggest_memory_format())))
+    return false;
+  // The moments exist after the first step (made below, laid out like p).
   const auto first = state.find("exp_avg"), second = state.find("exp_avg_sq");
-  for (const Tensor* t : {&p, &g}) {
-    if (t->dtype() != kFloat32 || !t->device().is_cpu() || !t->is_contiguous() || t->sizes() != p.sizes())
-      return false;
-  }
-  // The moments exist after the first step (made below, contiguous like p).
-  return first != state.end() && second != state.end() && first->second.is_contiguous() &&
-         second->second.is_contiguous();
+  if (first == state.end() || second == state.end()) return false;
+  for (const Tensor* t : {&first->second, &second->second})
+    if (t->dtype() != kFloat32 || !t->device().is_cpu() || t->strides() != p.strides()) return false;
+  // The gradient in any layout (the kernel reads it in p's): a channels-last
+  // convolution weight's comes row-major.
+  const Tensor g = p.grad();
+  return g.dtype() == kFloat32 && g.device().is_cpu() && g.sizes() == p.sizes();
 }
 
 }  // namespace

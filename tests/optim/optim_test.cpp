@@ -94,11 +94,16 @@ void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& 
 TEST(Optim, FusedAdamStepHasTheOpByOpBits) {
   manual_seed(31);
   const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3e38f, -3e38f, 1e-40f};
+  // A row-major parameter, and a channels-last one (a CNN's weight, whose gradient comes row-major).
+  for (const Shape& shape : {Shape{37, 29}, Shape{12, 7, 3, 5}})
   for (bool decoupled : {true, false})
     for (double wd : {0.0, 0.1}) {
-      const std::string what = std::string(decoupled ? "AdamW" : "Adam") + (wd != 0 ? " with weight decay" : "");
-      const Tensor p0 = randn({37, 29});  // 1073 elements: vectors and a tail
-      for (int64_t i = 0; i < 8; ++i) p0.view({-1}).narrow(0, 100 * i + 3, 1).fill_(specials[i]);
+      const bool channels_last = shape.size() == 4;
+      const std::string what = std::string(decoupled ? "AdamW" : "Adam") + (wd != 0 ? " with weight decay" : "") +
+                               (channels_last ? ", channels-last" : "");
+      const Tensor p0 = channels_last ? randn(shape).contiguous(MemoryFormat::ChannelsLast) : randn(shape);
+      const Tensor flat = p0.permute(channels_last ? Shape{0, 2, 3, 1} : Shape{0, 1}).reshape({-1});  // memory order
+      for (int64_t i = 0; i < 8; ++i) flat.narrow(0, 100 * i + 3, 1).fill_(specials[i]);
       const Tensor a = p0.clone().requires_grad_(), b = p0.clone().requires_grad_();
       auto make = [&](const Tensor& p) -> std::unique_ptr<optim::Adam> {
         if (decoupled) return std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWOptions{.weight_decay = wd});
@@ -107,10 +112,10 @@ TEST(Optim, FusedAdamStepHasTheOpByOpBits) {
       const auto fused = make(a), op_by_op = make(b);
       PassThroughMode mode;
       for (int s = 0; s < 5; ++s) {
-        const Tensor g = randn({37, 29}) * 10.0;
+        const Tensor g = randn(shape) * 10.0;
         for (int64_t i = 0; i < 8; ++i) {
           g.view({-1}).narrow(0, 100 * i + 50 + s, 1).fill_(specials[i]);
-          g.view({-1}).narrow(0, 100 * ((i + s) % 8) + 3, 1).fill_(specials[i]);  // beside a special parameter
+          g.view({-1}).narrow(0, 100 * ((i + s) % 8) + 3, 1).fill_(specials[i]);
         }
         a.set_grad(g), b.set_grad(g.clone());
         fused->set_lr(1e-2 / (s + 1)), op_by_op->set_lr(1e-2 / (s + 1));
@@ -124,6 +129,7 @@ TEST(Optim, FusedAdamStepHasTheOpByOpBits) {
         const nn::StateDict sa = fused->state_dict(), sb = op_by_op->state_dict();
         for (const char* k : {"state.0.exp_avg", "state.0.exp_avg_sq"}) expect_same_bits(sa.at(k), sb.at(k), at + ": " + k);
       }
+      EXPECT_EQ(a.is_contiguous(), !channels_last) << what;
     }
 }
 

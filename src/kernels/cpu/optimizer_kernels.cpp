@@ -16,15 +16,18 @@ void fused_adam_kernel(const OpCall& c) {
     check(t->dtype() == kFloat32 && t->numel() == param.numel(), "_fused_adam_",
           "expected float32 tensors of the parameter's ", param.numel(), " elements but got ", t->dtype(), " ",
           shape_text(t->sizes()));
-  // In place (the optimizer's call: the outputs are the inputs), or into fresh outputs.
+  // In place (the optimizer's call: the outputs are the inputs, dense and
+  // laid out alike, row-major or channels-last), or into fresh outputs.
   const Tensor* sources[] = {&c.inputs[0], &c.inputs[2], &c.inputs[3]};
   const Tensor* targets[] = {&param, &exp_avg, &exp_avg_sq};
+  const MemoryFormat f = param.is_contiguous() ? MemoryFormat::Contiguous : param.suggest_memory_format();
   for (int i = 0; i < 3; ++i) {
-    check(targets[i]->is_contiguous(), "_fused_adam_", "expected contiguous outputs");
-    if (targets[i]->data_ptr<float>() != sources[i]->data_ptr<float>() || !sources[i]->is_contiguous())
+    check(targets[i]->is_contiguous(f) && targets[i]->strides() == param.strides(), "_fused_adam_",
+          "expected dense outputs laid out alike");
+    if (targets[i]->data_ptr<float>() != sources[i]->data_ptr<float>() || sources[i]->strides() != param.strides())
       copy_into(*targets[i], *sources[i]);
   }
-  const Tensor grad = contiguous(c.inputs[1]);
+  const Tensor grad = contiguous(c.inputs[1], f);
   const Attrs& a = c.attrs;
   const double lr = a.get_double("lr"), wd = a.get_double("weight_decay"), beta1 = a.get_double("beta1"),
                beta2 = a.get_double("beta2");
