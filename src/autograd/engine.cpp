@@ -105,8 +105,14 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
     const bool reached = std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!reached) break;
-      if (!grads[i].defined() && i < n->output_meta.size() && n->materialize_grads)
-        grads[i] = zeros(n->output_meta[i].sizes, TensorOptions(n->output_meta[i].dtype).device(n->output_meta[i].device));
+      if (!grads[i].defined() && i < n->output_meta.size() && n->materialize_grads) {
+        const auto& m = n->output_meta[i];
+        const TensorOptions options = TensorOptions(m.dtype).device(m.device);
+        // An integer output (max_pool's indices) never has a gradient to
+        // read: one zero broadcast to its shape stands for it, not a buffer
+        // of zeros (5 MB a step in the Fashion-MNIST CNN).
+        grads[i] = is_floating(m.dtype) ? zeros(m.sizes, options) : zeros({}, options).expand(m.sizes);
+      }
       if (!grads[i].defined()) continue;
       if (i < n->output_hooks.size())
         for (auto& hook : n->output_hooks[i]) {
