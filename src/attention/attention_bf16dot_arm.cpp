@@ -11,12 +11,12 @@
 // (qemu only): the shapes of these loops follow the x86 kernel's measured
 // ones (4-row tiles, chunks of 32 keys, prefetch in stream order).
 #include <arm_neon.h>
-#include <sys/auxv.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "core/arm_features.h"
 #include "kiln/detail/attention_simd.h"
 
 #define KILN_BF16 __attribute__((target("arch=armv8.2-a+bf16")))
@@ -25,8 +25,7 @@ namespace kiln::attention_simd {
 namespace {
 
 bool cpu_has_bf16() {
-  constexpr unsigned long kHwcap2BF16 = 1ul << 14;  // asm/hwcap.h
-  static const bool has = (getauxval(AT_HWCAP2) & kHwcap2BF16) != 0;
+  static const bool has = arm::has(arm::Feature::BF16);
   return has;
 }
 

@@ -13,9 +13,7 @@
 #include "kiln/error.h"
 #include "kiln/runtime.h"
 
-#if defined(__aarch64__)
-#include <sys/auxv.h>
-#endif
+#include "core/arm_features.h"
 
 namespace kiln {
 namespace {
@@ -157,12 +155,12 @@ std::vector<std::string> cpu_features() {
   for (const auto& [name, has] : x86)
     if (has) out.push_back(name);
 #elif defined(__aarch64__)
-  // Linux's HWCAP bits (asm/hwcap.h): what the kernel (or qemu) says this CPU has.
-  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
-  const std::pair<const char*, bool> arm[] = {{"asimd", (hw >> 1) & 1},   {"dotprod", (hw >> 20) & 1},
-                                              {"sve", (hw >> 22) & 1},    {"sve2", (hw2 >> 1) & 1},
-                                              {"i8mm", (hw2 >> 13) & 1},  {"bf16", (hw2 >> 14) & 1}};
-  for (const auto& [name, has] : arm)
+  // What the kernel (or qemu) says this CPU has.
+  using arm::Feature;
+  const std::pair<const char*, bool> features[] = {
+      {"asimd", arm::has(Feature::ASIMD)}, {"dotprod", arm::has(Feature::DotProd)}, {"sve", arm::has(Feature::SVE)},
+      {"sve2", arm::has(Feature::SVE2)},   {"i8mm", arm::has(Feature::I8MM)},       {"bf16", arm::has(Feature::BF16)}};
+  for (const auto& [name, has] : features)
     if (has) out.push_back(name);
 #endif
   return out;

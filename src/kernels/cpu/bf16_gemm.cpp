@@ -19,7 +19,8 @@
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
-#include <sys/auxv.h>
+
+#include "core/arm_features.h"
 #endif
 
 namespace kiln::cpu {
@@ -104,9 +105,8 @@ struct Tiles {
 
 BF16GemmPath bf16_gemm_path() {
 #if defined(__aarch64__)
-  constexpr unsigned long kHwcap2BF16 = 1ul << 14;  // asm/hwcap.h
   const Capability c = cpu_capability();
-  if ((c == Capability::NEON || c == Capability::SVE) && (getauxval(AT_HWCAP2) & kHwcap2BF16)) return BF16GemmPath::BFMMLA;
+  if ((c == Capability::NEON || c == Capability::SVE) && arm::has(arm::Feature::BF16)) return BF16GemmPath::BFMMLA;
 #endif
   return BF16GemmPath::Float32;
 }

@@ -20,7 +20,8 @@
 #include <immintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
-#include <sys/auxv.h>
+
+#include "core/arm_features.h"
 #endif
 
 namespace kiln::cpu {
@@ -229,11 +230,9 @@ Int8Path int8_path() {
   if (c == Capability::AVX512 && __builtin_cpu_supports("avx512vnni")) return Int8Path::VNNI;
   if (c == Capability::AVX512 || c == Capability::AVX2) return Int8Path::AVX2;
 #elif defined(__aarch64__)
-  // The CPU's features as the kernel reports them (HWCAP_ASIMDDP, HWCAP2_I8MM).
-  constexpr unsigned long kDotProd = 1ul << 20, kI8mm = 1ul << 13;
   if (c == Capability::NEON || c == Capability::SVE) {
-    if (getauxval(AT_HWCAP2) & kI8mm) return Int8Path::I8MM;
-    if (getauxval(AT_HWCAP) & kDotProd) return Int8Path::DotProd;
+    if (arm::has(arm::Feature::I8MM)) return Int8Path::I8MM;
+    if (arm::has(arm::Feature::DotProd)) return Int8Path::DotProd;
   }
 #else
   (void)c;
