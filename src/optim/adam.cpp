@@ -42,9 +42,10 @@ namespace {
 // bits in one pass over memory instead of about twelve (the Fashion-MNIST
 // CNN's step spent ~1 ms of ~15 in them). Under a dispatch mode
 // (kiln::compile traces the step) the ops below run, as they always did.
-// p dense (row-major, or channels-last like a CNN's weights), and its
-// moments laid out as p, so that one pass over the memories pairs their
-// elements.
+
+// Whether the fused step applies: p dense (row-major, or channels-last like
+// a CNN's weights) and its moments laid out as p, so that one pass over the
+// memories pairs their elements.
 bool fusable(const Tensor& p, const std::map<std::string, Tensor>& state, bool amsgrad) {
   if (amsgrad || thread_modes_active()) return false;
   if (p.dtype() != kFloat32 || !p.device().is_cpu() ||
