@@ -55,7 +55,8 @@ bool fusable(const Tensor& p, const std::map<std::string, Tensor>& state, bool a
   const auto first = state.find("exp_avg"), second = state.find("exp_avg_sq");
   if (first == state.end() || second == state.end()) return false;
   for (const Tensor* t : {&first->second, &second->second})
-    if (t->dtype() != kFloat32 || !t->device().is_cpu() || t->strides() != p.strides()) return false;
+    if (t->dtype() != kFloat32 || !t->device().is_cpu() || t->sizes() != p.sizes() || t->strides() != p.strides())
+      return false;
   // The gradient in any layout (the kernel reads it in p's): a channels-last
   // convolution weight's comes row-major.
   const Tensor g = p.grad();
