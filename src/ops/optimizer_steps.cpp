@@ -10,9 +10,11 @@ namespace kiln::ops {
 namespace {
 
 // (param, grad, exp_avg, exp_avg_sq) -> the new (param, exp_avg, exp_avg_sq),
-// written in place over the inputs (the out= tensors are those).
+// written in place over the inputs (the out= tensors are those), else laid
+// out as param (channels-last too).
 std::vector<TensorMeta> three_like_param(std::span<const Tensor> in, const Attrs&) {
-  const TensorMeta m(in[0].sizes(), in[0].dtype());
+  TensorMeta m(in[0].sizes(), in[0].dtype());
+  follow_memory_format(m, in[0]);
   return {m, m, m};
 }
 

@@ -165,12 +165,7 @@ void max_pool_kernel(const OpCall& c) {
     const T* xp = x.data_ptr<T>();
     T* yp = c.outputs[0].data_ptr<T>();
     int64_t* ip = c.outputs[1].data_ptr<int64_t>();
-    const int64_t taps = w.kernel[0] * w.kernel[1] * w.kernel[2];
-    const DimTaps dims[3] = {dim_taps(w, 0), dim_taps(w, 1), dim_taps(w, 2)};
-    // The outputs [lo, hi) along W whose windows have every tap inside.
-    int64_t lo = 0, hi = w.out[2];
-    while (lo < hi && (dims[2].first[lo] != 0 || dims[2].last[lo] != w.kernel[2])) ++lo;
-    while (hi > lo && (dims[2].first[hi - 1] != 0 || dims[2].last[hi - 1] != w.kernel[2])) --hi;
+    // Before the general kernel's per-call tables, which this case does not need.
     if constexpr (std::is_same_v<T, float>) {
       if (is_2x2_stride_2(w)) {
         const auto n = [](int64_t v) { return static_cast<size_t>(v); };
@@ -188,6 +183,12 @@ void max_pool_kernel(const OpCall& c) {
         });
       }
     }
+    const int64_t taps = w.kernel[0] * w.kernel[1] * w.kernel[2];
+    const DimTaps dims[3] = {dim_taps(w, 0), dim_taps(w, 1), dim_taps(w, 2)};
+    // The outputs [lo, hi) along W whose windows have every tap inside.
+    int64_t lo = 0, hi = w.out[2];
+    while (lo < hi && (dims[2].first[lo] != 0 || dims[2].last[lo] != w.kernel[2])) ++lo;
+    while (hi > lo && (dims[2].first[hi - 1] != 0 || dims[2].last[hi - 1] != w.kernel[2])) --hi;
     if (rows) return max_pool_rows(xp, yp, ip, x.size(0), x.size(1), w, dims);
     parallel_for(0, planes, plane_grain(w.out_plane() * taps), [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p)

@@ -48,16 +48,11 @@ HWY_INLINE void PlaneBlock(D d, const float* top, const float* bottom, float* y,
 }
 
 // Channels-last: Lanes(d) channels of one output, each tap a contiguous
-// vector (the window's four pixels, `step` floats apart along a row and
-// `row_step` down).
-struct Taps {
-  const float* at;
-  size_t step, row_step;
-};
+// vector (the window's four pixels, C floats apart along a row and
+// `row` down).
 template <class D>
-HWY_INLINE void ChannelBlock(D d, Taps t, float* y, int32_t* tap) {
-  BestOfFour(d, hn::LoadU(d, t.at), hn::LoadU(d, t.at + t.step), hn::LoadU(d, t.at + t.row_step),
-             hn::LoadU(d, t.at + t.row_step + t.step), y, tap);
+HWY_INLINE void ChannelBlock(D d, const float* at, size_t C, size_t row, float* y, int32_t* tap) {
+  BestOfFour(d, hn::LoadU(d, at), hn::LoadU(d, at + C), hn::LoadU(d, at + row), hn::LoadU(d, at + row + C), y, tap);
 }
 
 // n outputs (planes: along a row; channels-last: channels) with vectors of
@@ -136,10 +131,10 @@ void MaxPool2x2RowsF32(const float* x, size_t rows_begin, size_t rows_end, size_
       int64_t* at = indices + (r * OW + ow) * C;
       for (size_t c0 = 0; c0 < C; c0 += 64) {
         const size_t n = C - c0 < 64 ? C - c0 : 64;
-        const Taps t{window + c0, C, W * C};
-        const float* const taps[4] = {t.at, t.at + C, t.at + W * C, t.at + W * C + C};
-        Widest(n, [&](auto d, size_t o) { ChannelBlock(d, Taps{t.at + o, C, W * C}, out + c0 + o, tap + o); }, taps,
-               1, out + c0, tap);
+        const float* t = window + c0;
+        const float* const taps[4] = {t, t + C, t + W * C, t + W * C + C};
+        Widest(n, [&](auto d, size_t o) { ChannelBlock(d, t + o, C, W * C, out + c0 + o, tap + o); }, taps, 1,
+               out + c0, tap);
         for (size_t i = 0; i < n; ++i) at[c0 + i] = TapIndex(oh, ow, W, tap[i]);
       }
     }
