@@ -15,10 +15,11 @@ JOBS ?= $(shell nproc)
 # libgloo-dev: the distributed backend across machines; iproute2: ip netns,
 # the two-node test's network namespaces; zlib1g-dev: gzip data files;
 # dataset-fashion-mnist: the MLP example's data (IDX files); libzip-dev: .npz archives;
-# libdnnl-dev: oneDNN, the convolution kernels.
+# libdnnl-dev: oneDNN, the convolution kernels; ccache: the compiler cache of every
+# build (CMakeLists.txt, KILN_CCACHE).
 PKGS := cmake ninja-build g++ pkg-config libopenblas-dev libhwy-dev libcli11-dev \
         nlohmann-json3-dev libgtest-dev dpkg-dev abigail-tools libgloo-dev iproute2 \
-        zlib1g-dev dataset-fashion-mnist libzip-dev libdnnl-dev
+        zlib1g-dev dataset-fashion-mnist libzip-dev libdnnl-dev ccache
 # The demo trains on the text of Debian's fortune files.
 DEMO_PKGS := fortunes
 # Benchmarks also compare against PyTorch 1.13's C++ library.
@@ -29,7 +30,7 @@ FUZZ_PKGS := clang libclang-rt-14-dev
 # come into a sysroot from Debian's arm64 packages: cmake/arm64-sysroot.sh).
 ARM_PKGS := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: demo test check-sanitize fuzz bench bench-pytorch build package package-arm64 icount-arm64 deps demo-deps \
+.PHONY: demo test check-format check-sanitize fuzz bench bench-pytorch build package package-arm64 icount-arm64 deps demo-deps \
         bench-deps fuzz-deps clean arm64 test-arm64 arm64-deps
 
 define install_missing
@@ -73,17 +74,25 @@ demo: demo-deps build
 	./$(BUILD)/bin/kiln train --out $(BUILD)/demo.safetensors --overwrite --time-limit 285
 	./$(BUILD)/bin/kiln generate --ckpt $(BUILD)/demo.safetensors --prompt "The meaning of life" --tokens 300 --top-k 20
 
+# Tests run side by side, JOBS at a time (the compile differential's shards
+# take most of the time; tests sharing /dev/shm hold a resource lock).
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure
+	ctest --test-dir $(BUILD) -j $(JOBS) --output-on-failure
 
 # The Debian package of the library, headers and CLI (CPack), in $(BUILD).
 package: build
 	cmake --build $(BUILD) --target package
 
+# The C and C++ files changed since .clang-format was written follow it
+# (tools/check_format.sh; CI runs this first).
+check-format:
+	$(call install_missing,clang-format git)
+	bash tools/check_format.sh
+
 check-sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON -DKILN_BUILD_BENCH=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SAN_BUILD) --output-on-failure
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(SAN_BUILD) -j $(JOBS) --output-on-failure
 
 # libFuzzer targets (safetensors reader, checkpoint loader, CLI arguments, data files),
 # each run FUZZ_SECONDS from tests/fuzz/corpus; any finding fails. Then the

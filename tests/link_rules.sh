@@ -4,7 +4,7 @@
 # higher layer's objects. This catches what the #include rules cannot: a
 # kernel calling Tensor::contiguous() includes only kiln/tensor.h, yet the
 # method is an op front end defined in src/ops.
-# Usage: link_rules.sh path/to/repository path/to/CMakeFiles/kiln.dir
+# Usage: link_rules.sh path/to/repository path/to/CMakeFiles/kiln-objects.dir
 set -uo pipefail
 src=$1 objdir=$2
 violations=0

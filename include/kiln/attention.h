@@ -6,6 +6,8 @@
 // SIMD GEMM micro-kernel, flash decoding); paged KV cache:
 // kiln/paged_attention.h.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cmath>
 #include <concepts>
 #include <optional>
@@ -277,3 +279,5 @@ FlexOutput flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, Sco
 }
 
 }  // namespace kiln
+
+KILN_API_END

@@ -19,6 +19,8 @@
 // pass: a gradient is never dropped silently. Reads see the tensor's values at
 // the time of the call (an optimizer's in-place update between steps shows).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
@@ -160,3 +162,5 @@ inline double read_derivative(const CapturedValue& c) {
 
 }  // namespace attention_detail
 }  // namespace kiln
+
+KILN_API_END

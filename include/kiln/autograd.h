@@ -3,6 +3,8 @@
 // nothing about it. Backward formulas are registered per op name
 // (src/autograd/formulas_*.cpp), written with ordinary ops.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <functional>
 #include <string>
 #include <vector>
@@ -96,3 +98,5 @@ bool gradgradcheck(const std::function<std::vector<Tensor>(const std::vector<Ten
 
 }  // namespace autograd
 }  // namespace kiln
+
+KILN_API_END

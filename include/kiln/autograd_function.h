@@ -9,6 +9,8 @@
 // traced inputs are computed first, and the node is recorded on real
 // tensors (its backward is user C++, which a graph cannot hold).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <any>
 #include <map>
 #include <memory>
@@ -88,3 +90,5 @@ struct Function {
 };
 
 }  // namespace kiln::autograd
+
+KILN_API_END

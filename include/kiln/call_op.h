@@ -10,6 +10,8 @@
 // as in PyTorch ("pow.Tensor_Scalar"), and a name without its overload picks
 // the first overload whose schema accepts the arguments.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <functional>
 #include <optional>
 #include <string>
@@ -70,3 +72,5 @@ void set_missing_op_handler(void (*handler)());
 const PublicOp* find_public_op(std::string_view name_with_overload);
 
 }  // namespace kiln
+
+KILN_API_END

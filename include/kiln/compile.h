@@ -10,6 +10,8 @@
 // runs its cached compiled form. See Note [Tracing by pending tensors] in
 // src/compile/tracer.cpp.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <memory>
 #include <optional>
 #include "kiln/source_location.h"
@@ -203,3 +205,5 @@ ExplainOutput explain(F fn, Args&&... args) {
 }  // namespace compiler
 
 }  // namespace kiln
+
+KILN_API_END

@@ -3,6 +3,8 @@
 // DataLoader batches them, shuffled from a seeded generator, optionally
 // produced ahead by worker threads.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -123,3 +125,5 @@ class DataLoader {
 };
 
 }  // namespace kiln::data
+
+KILN_API_END

@@ -5,6 +5,8 @@
 // is reduced as soon as its last parameter's gradient is accumulated, in
 // the order the backward produces them (parameters in reverse order).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -42,3 +44,5 @@ class DistributedDataParallel {
 };
 
 }  // namespace kiln::nn
+
+KILN_API_END

@@ -10,6 +10,8 @@
 // allocator plugs in the same way); a storage keeps the allocator it came
 // from and returns its memory to it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -81,3 +83,5 @@ void register_allocator(DeviceType type, Allocator* allocator);
 Allocator* allocator_for(DeviceType type);
 
 }  // namespace kiln
+
+KILN_API_END

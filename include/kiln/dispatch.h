@@ -4,6 +4,8 @@
 // then runs the kernel for the tensors' device.
 // See Note [One dispatch point] in src/dispatch/dispatcher.cpp.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <array>
 #include <memory>
 #include <optional>
@@ -235,3 +237,5 @@ class ModesOffGuard {
 };
 
 }  // namespace kiln
+
+KILN_API_END

@@ -9,6 +9,8 @@
 // a dead or hung peer raises DistributedError naming the rank and the
 // operation, never a hang.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -220,3 +222,5 @@ Tensor all_to_all_v(const Tensor& input, const std::vector<int64_t>& output_spli
                     const std::vector<int64_t>& input_splits, ProcessGroup& group);
 
 }  // namespace kiln::distributed
+
+KILN_API_END

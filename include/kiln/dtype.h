@@ -1,6 +1,8 @@
 // Element types, the 16-bit float storage types, type promotion (PyTorch's
 // rules) and Scalar, the boxed C++ number that ops accept beside tensors.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -126,3 +128,5 @@ decltype(auto) visit_dtype(DType t, F&& f) {
 }
 
 }  // namespace kiln
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // kiln::Error: the one exception type for bad user input. Messages start with
 // the op name in brackets and say what was expected and what was given.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -14,7 +16,7 @@ class Error : public std::runtime_error {
 
 namespace detail {
 template <typename... Args>
-std::string concat(const Args&... args) {
+KILN_HIDDEN std::string concat(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
@@ -35,3 +37,5 @@ template <typename... Args>
 }
 
 }  // namespace kiln
+
+KILN_API_END

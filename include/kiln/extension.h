@@ -2,6 +2,8 @@
 // whose ops join kiln's registry under "namespace::name", callable by name
 // (call_op) from C++, from the C shim and from other extensions.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <string>
 
 namespace kiln {
@@ -16,3 +18,5 @@ void load_extension(const std::string& path);
 void load_extensions_from_environment();
 
 }  // namespace kiln
+
+KILN_API_END

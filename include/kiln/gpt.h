@@ -3,6 +3,8 @@
 // token embedding), written against plain ops; attention is flex_attention
 // (plain ops when attention dropout is on in training).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <map>
 #include <string>
 
@@ -98,3 +100,5 @@ class GPT : public Module {
 };
 
 }  // namespace kiln::nn
+
+KILN_API_END

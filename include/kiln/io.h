@@ -2,6 +2,8 @@
 // and PyTorch's), the byte-level tokenizer and the text dataset of `kiln
 // train`, and readers of other tools' data files (IDX, CSV, .npy).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <map>
 #include <string>
 #include <vector>
@@ -77,3 +79,5 @@ std::map<std::string, Tensor> load_npz(const std::string& path);
 void save_npz(const std::string& path, const std::map<std::string, Tensor>& arrays, bool compress = false);
 
 }  // namespace kiln::io
+
+KILN_API_END

@@ -1,5 +1,7 @@
 // The one header a kiln user includes.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include "kiln/attention.h"
 #include "kiln/compile.h"
 #include "kiln/paged_attention.h"
@@ -23,3 +25,5 @@
 #include "kiln/quantization.h"
 #include "kiln/runtime.h"
 #include "kiln/tensor.h"
+
+KILN_API_END

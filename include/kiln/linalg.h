@@ -4,6 +4,8 @@
 // decompositions where their derivative exists: distinct eigenvalues,
 // distinct nonzero singular values, full rank for QR).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <optional>
 #include <string>
 #include <tuple>
@@ -50,3 +52,5 @@ Tensor norm(const Tensor& A, std::optional<double> ord = {}, std::optional<Shape
 Tensor norm(const Tensor& A, const std::string& ord, std::optional<Shape> dim = {}, bool keepdim = false);
 
 }  // namespace kiln::linalg
+
+KILN_API_END

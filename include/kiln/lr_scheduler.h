@@ -5,6 +5,8 @@
 // when nothing else changes the lr). state_dict holds the epoch and the
 // base lrs (and the plateau scheduler's counters) as tensors.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <functional>
 #include <memory>
 #include <string>
@@ -157,3 +159,5 @@ class ReduceLROnPlateau {
 };
 
 }  // namespace kiln::optim
+
+KILN_API_END

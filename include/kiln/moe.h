@@ -5,6 +5,8 @@
 // with the differentiable all_to_all_v, so gradients flow to the router, the
 // experts and the input. Without a group every expert is local.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,3 +54,5 @@ class MoE : public UnaryModule {
 };
 
 }  // namespace kiln::nn
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // kiln::nn: Module (named parameters, buffers and children, train/eval,
 // state_dict), the standard layers, init functions and losses.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <array>
 #include <concepts>
 #include <deque>
@@ -787,3 +789,5 @@ void kaiming_normal_(const Tensor& t, double a = 0.0, const std::string& mode = 
 }  // namespace init
 
 }  // namespace kiln::nn
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // The op set as free functions, named as in PyTorch (torch::add, ...).
 // Each lives in src/ops/ and reaches its kernel through the dispatcher.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <optional>
 #include <span>
 #include <string>
@@ -361,3 +363,5 @@ Tensor randint(int64_t low, int64_t high, Shape sizes, Generator& generator, Ten
 Tensor randperm(int64_t n, Generator& generator, TensorOptions options = {});
 
 }  // namespace kiln
+
+KILN_API_END

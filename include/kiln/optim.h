@@ -2,6 +2,8 @@
 // gradient clipping and the warmup + cosine LR schedule, with PyTorch's
 // update rules. Learning-rate schedulers: kiln/lr_scheduler.h.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <functional>
 #include <map>
 #include <optional>
@@ -291,3 +293,5 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double base_lr, double min_lr);
 
 }  // namespace kiln::optim
+
+KILN_API_END

@@ -6,6 +6,8 @@
 // each to the longest. Attention runs over the physical cache through a
 // block mask whose KV blocks are pages (block_size == page_size).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <vector>
 
 #include "kiln/attention.h"
@@ -84,3 +86,5 @@ class PagedKVCache {
 };
 
 }  // namespace kiln
+
+KILN_API_END

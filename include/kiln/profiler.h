@@ -4,6 +4,8 @@
 // exits, or turn it on in code. For finding where a step's time goes; the
 // timer adds a clock read per op while on, nothing while off.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,3 +32,5 @@ void record(std::string key, double seconds);
 }  // namespace detail
 
 }  // namespace kiln::profiler
+
+KILN_API_END

@@ -6,6 +6,8 @@
 // call. A quantized tensor is its integer values plus its quantizer, not a
 // dtype of Tensor: qint8 is kInt8 values, quint8 kUInt8.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -188,3 +190,5 @@ class QuantizedLinear : public QuantizedLayer {
 int64_t quantize_dynamic(nn::Module& model);
 
 }  // namespace kiln::quant
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // Process-wide runtime settings: threads, CPU capability, random seed, and
 // what `kiln info` reports.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -85,3 +87,5 @@ std::string version();
 std::string blas_info();
 
 }  // namespace kiln
+
+KILN_API_END

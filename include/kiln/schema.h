@@ -4,6 +4,8 @@
 // Tensor arguments are the op's inputs, in order; the others travel as its
 // attributes, by name. A boxed call by name (and the stable ABI) reads it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,3 +42,5 @@ struct Schema {
 Schema parse_schema(std::string_view text);
 
 }  // namespace kiln
+
+KILN_API_END

@@ -7,6 +7,8 @@
 // of current(), itself a default argument, take the caller's location, as
 // std::source_location::current() does.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 
 namespace kiln {
@@ -31,3 +33,5 @@ class SourceLocation {
 };
 
 }  // namespace kiln
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // Tensor: a shared handle to a TensorImpl. Copying a Tensor copies the handle,
 // never the data (as torch::Tensor). Methods here are thin calls into ops.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -307,3 +309,5 @@ Tensor tensor(std::initializer_list<T> values, Shape sizes = {}) {
 }
 
 }  // namespace kiln
+
+KILN_API_END

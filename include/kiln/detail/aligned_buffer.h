@@ -4,6 +4,8 @@
 // the decode kernel's dots ran at 4.1 instead of 5.5 G FMA/s with misaligned
 // query rows (hand-written micro-benchmark, K aligned in both).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstddef>
 #include <memory>
 #include <type_traits>
@@ -55,3 +57,5 @@ std::unique_ptr<T[], CacheAlignedDelete<T>> uninitialized_aligned(std::size_t n)
 }
 
 }  // namespace kiln
+
+KILN_API_END

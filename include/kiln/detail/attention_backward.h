@@ -1,6 +1,8 @@
 // The tiled flex_attention backward kernel.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include "kiln/detail/attention_decode.h"
 
 namespace kiln::attention_detail {
@@ -178,3 +180,5 @@ Tensor as_compute(const Tensor& t) {
 }
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // Flash decoding: the forward for few query rows (Note [Flash decoding]).
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include "kiln/detail/attention_forward.h"
 
 namespace kiln::attention_detail {
@@ -131,3 +133,5 @@ void forward_decode(const float* q, const KV* k, const KV* v, float* out, float*
 }
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // The tiled flex_attention forward kernel.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include "kiln/detail/attention_tiles.h"
 
 namespace kiln::attention_detail {
@@ -90,3 +92,5 @@ void forward(const T* q, const T* k, const T* v, T* out, T* lse, const Shapes& s
 }
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

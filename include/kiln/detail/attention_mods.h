@@ -2,6 +2,8 @@
 // score_mod reading CapturedTensors, and the traits the kernels dispatch on.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -97,3 +99,5 @@ T dot(const T* a, const T* b, int64_t n) {
 }
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

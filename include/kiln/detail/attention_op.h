@@ -2,6 +2,8 @@
 // kernels its mods instantiate and the front end that calls it.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <iterator>
 #include <new>
 #include <string>
@@ -310,3 +312,5 @@ FlexOutput run(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod
 }
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

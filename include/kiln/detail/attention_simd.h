@@ -1,6 +1,8 @@
 // SIMD building blocks of the FlexAttention float32 kernels, compiled
 // per CPU target inside libkiln (src/attention/attention_simd.cpp).
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <cstdint>
 #include <utility>
 
@@ -145,3 +147,5 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t 
           int64_t ldb, float* C, int64_t ldc, bool accumulate);
 
 }  // namespace kiln::attention_simd
+
+KILN_API_END

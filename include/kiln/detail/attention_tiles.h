@@ -3,6 +3,8 @@
 // steps, the small GEMM, and the tile bookkeeping.
 // Internal to kiln/attention.h, whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include "kiln/detail/attention_mods.h"
 
 namespace kiln::attention_detail {
@@ -168,3 +170,5 @@ void for_written_runs(char* flags, int64_t lo, int64_t hi, F f) {
 }
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

@@ -4,6 +4,8 @@
 // attribute (an OpaqueAttr), as flex_attention's mods do.
 // Internal to kiln/attention.h (after BlockMaskData), whose templates instantiate it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -96,3 +98,5 @@ std::pair<Tensor, Tensor> transpose_block_lists(const Tensor& num_blocks, const 
 void build_block_mask(BlockMaskData& m, OpaqueAttr evaluator, Device device);
 
 }  // namespace kiln::attention_detail
+
+KILN_API_END

@@ -1,6 +1,8 @@
 // Storage and TensorImpl: the memory a tensor owns and the metadata (sizes,
 // strides, offset, dtype) through which a tensor or a view reads it.
 #pragma once
+#include "kiln/export.h"
+KILN_API_BEGIN  // Note [Exported symbols]
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -107,3 +109,5 @@ size_t shape_nbytes(const Shape& sizes, DType dtype, const char* op);
 size_t layout_extent_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, DType dtype, const char* op);
 
 }  // namespace kiln
+
+KILN_API_END

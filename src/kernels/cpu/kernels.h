@@ -7,8 +7,9 @@
 
 namespace kiln::cpu {
 
-template <UnaryOp OP> void unary_kernel(const OpCall& c);        // attrs: min, max (clamp)
-template <BinaryOp OP> void binary_kernel(const OpCall& c);      // attrs: alpha (add, sub)
+// The unary and binary elementwise ops' kernels, registered in parts
+// (Note [Elementwise kernels in parts], elementwise_kernels.h).
+template <int Part> void register_elementwise_kernels();
 template <CompareOp OP> void compare_kernel(const OpCall& c);    // bool output
 void logical_not_kernel(const OpCall& c);
 void where_kernel(const OpCall& c);                              // cond, a, b

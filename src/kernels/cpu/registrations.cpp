@@ -82,17 +82,13 @@ const bool registered = [] {
   };
   for (const auto& [op, kernel] : table) register_kernel(op, kCPU, kernel);
   // The elementwise ops of pointwise_math.h's lists: their kernel, and their
-  // functor for the compilers that fuse loops.
-#define KILN_REGISTER_UNARY(functor, name)                         \
-  register_kernel(name, kCPU, unary_kernel<UnaryOp::functor>); \
-  set_pointwise(name, "kiln::pointwise::" #functor);
-#define KILN_REGISTER_BINARY(functor, name)                         \
-  register_kernel(name, kCPU, binary_kernel<BinaryOp::functor>); \
-  set_pointwise(name, "kiln::pointwise::" #functor);
-  KILN_POINTWISE_UNARY(KILN_REGISTER_UNARY)
-  KILN_POINTWISE_BINARY(KILN_REGISTER_BINARY)
-#undef KILN_REGISTER_UNARY
-#undef KILN_REGISTER_BINARY
+  // functor for the compilers that fuse loops (Note [Elementwise kernels in parts]).
+  register_elementwise_kernels<0>();
+  register_elementwise_kernels<1>();
+  register_elementwise_kernels<2>();
+  register_elementwise_kernels<3>();
+  register_elementwise_kernels<4>();
+  register_elementwise_kernels<5>();
   return true;
 }();
 

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,56 +37,56 @@ typedef int32_t KilnError;
 typedef struct KilnTensorOpaque* KilnTensorHandle;
 
 /* The runtime's ABI version (major << 16 | minor). */
-KilnError kiln_abi_version(uint32_t* out);
+KILN_API KilnError kiln_abi_version(uint32_t* out);
 /* The message of the last failed call on this thread ("" when none). */
-const char* kiln_last_error(void);
+KILN_API const char* kiln_last_error(void);
 
 /* dtype codes (int32), fetched at run time. */
-int32_t kiln_dtype_bool(void);
-int32_t kiln_dtype_uint8(void);
-int32_t kiln_dtype_int8(void);
-int32_t kiln_dtype_int16(void);
-int32_t kiln_dtype_int32(void);
-int32_t kiln_dtype_int64(void);
-int32_t kiln_dtype_float16(void);
-int32_t kiln_dtype_bfloat16(void);
-int32_t kiln_dtype_float32(void);
-int32_t kiln_dtype_float64(void);
+KILN_API int32_t kiln_dtype_bool(void);
+KILN_API int32_t kiln_dtype_uint8(void);
+KILN_API int32_t kiln_dtype_int8(void);
+KILN_API int32_t kiln_dtype_int16(void);
+KILN_API int32_t kiln_dtype_int32(void);
+KILN_API int32_t kiln_dtype_int64(void);
+KILN_API int32_t kiln_dtype_float16(void);
+KILN_API int32_t kiln_dtype_bfloat16(void);
+KILN_API int32_t kiln_dtype_float32(void);
+KILN_API int32_t kiln_dtype_float64(void);
 /* device type codes (int32). */
-int32_t kiln_device_type_cpu(void);
-int32_t kiln_device_type_meta(void);
+KILN_API int32_t kiln_device_type_cpu(void);
+KILN_API int32_t kiln_device_type_meta(void);
 
 /* Tensors. Sizes and strides are in elements; `sizes` arrays hold `ndim`
  * entries. New handles are owned by the caller. */
-KilnError kiln_tensor_empty(const int64_t* sizes, int64_t ndim, int32_t dtype, int32_t device_type,
+KILN_API KilnError kiln_tensor_empty(const int64_t* sizes, int64_t ndim, int32_t dtype, int32_t device_type,
                             int32_t device_index, KilnTensorHandle* out);
-KilnError kiln_tensor_empty_strided(const int64_t* sizes, const int64_t* strides, int64_t ndim, int32_t dtype,
+KILN_API KilnError kiln_tensor_empty_strided(const int64_t* sizes, const int64_t* strides, int64_t ndim, int32_t dtype,
                                     int32_t device_type, int32_t device_index, KilnTensorHandle* out);
 /* CPU memory the tensor does not own; deleter(data, context) runs when the
  * last reference goes (null: nothing runs). */
-KilnError kiln_tensor_from_blob(void* data, const int64_t* sizes, const int64_t* strides, int64_t ndim, int32_t dtype,
+KILN_API KilnError kiln_tensor_from_blob(void* data, const int64_t* sizes, const int64_t* strides, int64_t ndim, int32_t dtype,
                                 void (*deleter)(void* data, void* context), void* context, KilnTensorHandle* out);
 /* Another reference to the same tensor. */
-KilnError kiln_tensor_new_handle(KilnTensorHandle t, KilnTensorHandle* out);
-KilnError kiln_tensor_delete(KilnTensorHandle t);
+KILN_API KilnError kiln_tensor_new_handle(KilnTensorHandle t, KilnTensorHandle* out);
+KILN_API KilnError kiln_tensor_delete(KilnTensorHandle t);
 /* An undefined tensor (PyTorch's default-constructed one) and the test for it. */
-KilnError kiln_tensor_undefined(KilnTensorHandle* out);
-KilnError kiln_tensor_defined(KilnTensorHandle t, int32_t* out);
+KILN_API KilnError kiln_tensor_undefined(KilnTensorHandle* out);
+KILN_API KilnError kiln_tensor_defined(KilnTensorHandle t, int32_t* out);
 
-KilnError kiln_tensor_dim(KilnTensorHandle t, int64_t* out);
-KilnError kiln_tensor_numel(KilnTensorHandle t, int64_t* out);
-KilnError kiln_tensor_size(KilnTensorHandle t, int64_t dim, int64_t* out);   /* dim may be negative */
-KilnError kiln_tensor_stride(KilnTensorHandle t, int64_t dim, int64_t* out); /* dim may be negative */
-KilnError kiln_tensor_storage_offset(KilnTensorHandle t, int64_t* out);
-KilnError kiln_tensor_dtype(KilnTensorHandle t, int32_t* out);
-KilnError kiln_tensor_element_size(KilnTensorHandle t, int64_t* out);
-KilnError kiln_tensor_device(KilnTensorHandle t, int32_t* device_type, int32_t* device_index);
-KilnError kiln_tensor_is_contiguous(KilnTensorHandle t, int32_t* out);
+KILN_API KilnError kiln_tensor_dim(KilnTensorHandle t, int64_t* out);
+KILN_API KilnError kiln_tensor_numel(KilnTensorHandle t, int64_t* out);
+KILN_API KilnError kiln_tensor_size(KilnTensorHandle t, int64_t dim, int64_t* out);   /* dim may be negative */
+KILN_API KilnError kiln_tensor_stride(KilnTensorHandle t, int64_t dim, int64_t* out); /* dim may be negative */
+KILN_API KilnError kiln_tensor_storage_offset(KilnTensorHandle t, int64_t* out);
+KILN_API KilnError kiln_tensor_dtype(KilnTensorHandle t, int32_t* out);
+KILN_API KilnError kiln_tensor_element_size(KilnTensorHandle t, int64_t* out);
+KILN_API KilnError kiln_tensor_device(KilnTensorHandle t, int32_t* device_type, int32_t* device_index);
+KILN_API KilnError kiln_tensor_is_contiguous(KilnTensorHandle t, int32_t* out);
 /* The first element's address (null for a tensor without data: meta). */
-KilnError kiln_tensor_data_ptr(KilnTensorHandle t, void** out);
-KilnError kiln_tensor_clone(KilnTensorHandle t, KilnTensorHandle* out);
+KILN_API KilnError kiln_tensor_data_ptr(KilnTensorHandle t, void** out);
+KILN_API KilnError kiln_tensor_clone(KilnTensorHandle t, KilnTensorHandle* out);
 /* dst = src (broadcast to dst's shape, converted to its dtype). */
-KilnError kiln_tensor_copy_(KilnTensorHandle dst, KilnTensorHandle src);
+KILN_API KilnError kiln_tensor_copy_(KilnTensorHandle dst, KilnTensorHandle src);
 
 /* A boxed argument or result of kiln_call_op. `kind` says which field holds
  * it; the others are ignored. Lists and strings are borrowed: they must
@@ -116,30 +118,30 @@ typedef struct KilnValue {
  * results are written to stack[0..num_outputs) (a Tensor[] result as one
  * tensor per entry), tensors as new handles the caller owns. Keyword
  * arguments: kiln_call_op_kw. */
-KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, uint64_t num_outputs);
+KILN_API KilnError kiln_call_op(const char* name, KilnValue* stack, uint64_t num_args, uint64_t num_outputs);
 /* The same, with num_kwargs keyword arguments named kw_names[i] with values
  * kw_values[i]. */
-KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
+KILN_API KilnError kiln_call_op_kw(const char* name, KilnValue* stack, uint64_t num_args, const char* const* kw_names,
                           const KilnValue* kw_values, uint64_t num_kwargs, uint64_t num_outputs);
 
 /* The device factories use on this thread when not given one (kiln's
  * DefaultDeviceGuard): enter returns a guard that exit restores; guards
  * must exit in the reverse order of entering, on the thread that entered. */
 typedef struct KilnDeviceGuardOpaque* KilnDeviceGuardHandle;
-KilnError kiln_device_guard_enter(int32_t device_type, int32_t device_index, KilnDeviceGuardHandle* out);
-KilnError kiln_device_guard_exit(KilnDeviceGuardHandle guard);
+KILN_API KilnError kiln_device_guard_enter(int32_t device_type, int32_t device_index, KilnDeviceGuardHandle* out);
+KILN_API KilnError kiln_device_guard_exit(KilnDeviceGuardHandle guard);
 /* The current stream of a device: an id meaningful with that device only
  * (the CPU has one stream, id 0). */
-KilnError kiln_stream_current(int32_t device_type, int32_t device_index, int64_t* stream_id);
+KILN_API KilnError kiln_stream_current(int32_t device_type, int32_t device_index, int64_t* stream_id);
 
 /* Runs fn(lo, hi, context) over chunks of [begin, end) of at least `grain`
  * indices on kiln's thread pool (serially inside another parallel_for).
  * A chunk's failure: fn returns non-zero after kiln_set_error; the first
  * failure is returned once every chunk has finished. */
-KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain,
+KILN_API KilnError kiln_parallel_for(int64_t begin, int64_t end, int64_t grain,
                             KilnError (*fn)(int64_t lo, int64_t hi, void* context), void* context);
 /* The number of threads kiln's pool runs. */
-KilnError kiln_num_threads(int32_t* out);
+KILN_API KilnError kiln_num_threads(int32_t* out);
 
 /* ---- extension ops
  * An extension is a shared object exporting
@@ -155,12 +157,12 @@ KilnError kiln_num_threads(int32_t* out);
 typedef KilnError (*KilnBoxedKernel)(KilnValue* stack, uint64_t num_args, uint64_t num_outputs);
 
 /* Records `message` as this thread's last error (for a kernel's failure). */
-void kiln_set_error(const char* message);
+KILN_API void kiln_set_error(const char* message);
 /* Declares op `ns::name` from its schema "name(Tensor x, float alpha) ->
  * Tensor" (the schema's name without the namespace). */
-KilnError kiln_library_define(const char* ns, const char* schema);
+KILN_API KilnError kiln_library_define(const char* ns, const char* schema);
 /* Gives op ns::name its kernel for a device type (kiln_device_type_cpu()). */
-KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel);
+KILN_API KilnError kiln_library_impl(const char* ns, const char* name, int32_t device_type, KilnBoxedKernel kernel);
 /* A result's metadata as a shape function gives it. */
 #define KILN_MAX_DIMS 16
 typedef struct KilnTensorMeta {
@@ -178,13 +180,13 @@ typedef KilnError (*KilnShapeFunction)(const KilnValue* args, uint64_t num_args,
  * dispatcher like a built-in one, so kiln::compile traces it into its graphs
  * (no graph break) and autograd records it with its backward op. Its tensor
  * arguments must be plain `Tensor`s (not optional, not lists). */
-KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape);
+KILN_API KilnError kiln_library_shape(const char* ns, const char* name, KilnShapeFunction shape);
 /* Makes op ns::name differentiable: its gradients come from op
  * ns::backward_name, called with the gradient of each tensor result, then
  * every argument of the forward call, and returning one gradient per tensor
  * argument. Without one, calling ns::name on tensors that require grad
  * (with grad mode on) is an error rather than a gradient silently lost. */
-KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name);
+KILN_API KilnError kiln_library_backward(const char* ns, const char* name, const char* backward_name);
 
 #ifdef __cplusplus
 }
