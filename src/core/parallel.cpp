@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -53,17 +54,20 @@ bool spin_until(const Ready& ready) {
 
 class ThreadPool {
  public:
+  // A worker that cannot be started (the user's process limit, memory) is
+  // an error naming the count; those already started are joined first, so
+  // nothing waits on a pool half made (it once hung in its destructor).
   explicit ThreadPool(int threads) : threads_(threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_.store(true);
+    try {
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      const size_t started = workers_.size();
+      stop_workers();
+      fail("set_num_threads", "could not start a pool of ", threads, " threads: thread ", started + 2,
+           " failed (", e.what(), "; the user's process limit, ulimit -u?)");
     }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
   }
+  ~ThreadPool() { stop_workers(); }
   int threads() const { return threads_; }
 
   void run(int64_t ntasks, const std::function<void(int64_t)>& task) {
@@ -120,6 +124,15 @@ class ThreadPool {
     }
     in_parallel_region = false;
   }
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_.store(true);
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
   void worker_loop() {
     uint64_t seen = 0;
     for (;;) {
@@ -173,17 +186,34 @@ std::shared_ptr<ThreadPool> make_pool(int n) {
   return std::make_shared<ThreadPool>(n);
 }
 
+// The default pool, one thread per core; where its threads cannot all be
+// started, the calling thread alone (the results are the same).
 std::shared_ptr<ThreadPool> pool() {
   std::lock_guard<std::mutex> lock(pool_mu);
   auto& p = pool_slot();
-  if (!p) p = make_pool(default_threads());
+  if (!p) {
+    try {
+      p = make_pool(default_threads());
+    } catch (const Error&) {
+      p = make_pool(1);
+    }
+  }
   return p;
 }
+
+// Note [Bounded thread count]: more threads than this many per core only
+// add switching, and an unbounded count let one call exhaust the user's
+// process limit (every other program of the user then failed to fork).
+constexpr int kMaxThreadsPerCore = 8;
+constexpr int kMaxThreadsFloor = 64;
 
 }  // namespace
 
 void set_num_threads(int n) {
-  check(n >= 1, "set_num_threads", "expected a thread count >= 1 but got ", n);
+  const int most = std::max(kMaxThreadsFloor, kMaxThreadsPerCore * default_threads());
+  check(n >= 1 && n <= most, "set_num_threads", "expected a thread count >= 1 and <= ", most, " (",
+        kMaxThreadsPerCore, " per core, at least ", kMaxThreadsFloor, ") but got ", n);
+  // A pool that cannot start throws here, and the current one stays.
   std::shared_ptr<ThreadPool> fresh = make_pool(n), old;
   {
     std::lock_guard<std::mutex> lock(pool_mu);

@@ -31,6 +31,24 @@ TEST(Runtime, ParallelForCoversTheRangeOnce) {
   });
   EXPECT_EQ(total.load(), 8000);
   expect_error([] { set_num_threads(0); }, {"[set_num_threads]", ">= 1"});
+  // Note [Bounded thread count]: a count that would exhaust the process
+  // limit is refused before any thread starts; the pool stays as it was.
+  expect_error([] { set_num_threads(100000); }, {"[set_num_threads]", "<= ", "per core", "100000"});
+  EXPECT_EQ(get_num_threads(), 2);
+}
+
+// Threads that cannot be started (ctest thread-limit runs this as user
+// nobody under `ulimit -u`, tests/core/thread_limit.sh): an error naming the
+// count, the previous pool kept and working (it once hung).
+TEST(Runtime, AThreadThatCannotStartIsAnErrorAndThePoolStaysUsable) {
+  if (std::getenv("KILN_TEST_NPROC_LIMITED") == nullptr) GTEST_SKIP() << "run by ctest thread-limit under ulimit -u";
+  set_num_threads(2);
+  expect_error([] { set_num_threads(60); }, {"[set_num_threads]", "could not start a pool of 60 threads"});
+  EXPECT_EQ(get_num_threads(), 2);
+  const Tensor x = arange(0, 1 << 20, 1, kFloat64);
+  EXPECT_EQ(sum(x).item<double>(), 0.5 * (1 << 20) * ((1 << 20) - 1));
+  set_num_threads(1);
+  EXPECT_EQ(sum(x).item<double>(), 0.5 * (1 << 20) * ((1 << 20) - 1));
 }
 
 // Back-to-back jobs whose task counts change between them: a worker still
