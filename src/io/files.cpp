@@ -8,7 +8,10 @@
 // its temporary behind; the next save of the same path removes every
 // temporary whose pid no longer runs (a live pid may be another process
 // saving right now, so its file is left alone), the unsuffixed names of
-// earlier versions included.
+// earlier versions included. The new file has the permissions of the one it
+// replaces (mode, and owner and group where this process may set them): a
+// checkpoint made private stays private. A file that did not exist gets the
+// usual 0666 less the umask.
 #include "io/files.h"
 
 #include <dirent.h>
@@ -93,11 +96,19 @@ void write_atomically(const std::string& path, const char* op, const std::functi
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
     tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(entropy());
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
   check(fd >= 0, op, "cannot create a temporary file beside '", path, "': ", std::strerror(errno));
   try {
+    // The replaced file's permissions, set before a byte is written.
+    struct stat old;
+    if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode)) {
+      check(::fchmod(fd, old.st_mode & 07777) == 0, op, "cannot give '", tmp, "' the mode of '", path,
+            "': ", std::strerror(errno));
+      // Another owner only as root (EPERM otherwise: the file is then ours).
+      if (::fchown(fd, old.st_uid, old.st_gid) != 0) (void)::fchown(fd, static_cast<uid_t>(-1), old.st_gid);
+    }
     write(fd);
     check(::fsync(fd) == 0, op, "fsync of '", tmp, "' failed: ", std::strerror(errno));
   } catch (...) {

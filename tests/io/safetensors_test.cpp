@@ -207,6 +207,27 @@ TEST(Safetensors, SavesRemoveTemporariesOfDeadWritersOnly) {
   for (const auto& p : {live, other}) std::filesystem::remove(p);
 }
 
+TEST(Safetensors, ASaveKeepsTheReplacedFilesModeAndANewOneTheUmask) {
+  // A checkpoint made private stays private when a save replaces it (it
+  // once came back 0644: the temporary's fixed mode, renamed over it).
+  const std::string path = ::testing::TempDir() + "/private.safetensors";
+  std::filesystem::remove(path);
+  const mode_t saved_umask = ::umask(077);
+  io::save_safetensors(path, {{"a", ones({2})}});
+  ::umask(saved_umask);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "a new file: 0666 less the umask 077";
+  for (const mode_t mode : {0600, 0640, 0604, 0660}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    io::save_safetensors(path, {{"a", ones({3})}});
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, mode);
+    EXPECT_EQ(values(io::load_safetensors(path).tensors.at("a")), std::vector<double>({1, 1, 1}));
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(Safetensors, ASymlinkBesideTheCheckpointIsNeverFollowed) {
   // Whatever names an attacker plants, the save creates its own new file
   // (O_EXCL | O_NOFOLLOW) and the target of a planted link is untouched.
