@@ -94,6 +94,14 @@ Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tens
     check(first + static_cast<int64_t>(idx.size()) == static_cast<int64_t>(i), op,
           "the indexed dims must be adjacent (a full slice lies between them)");
     if (t.dtype() == kBool || t.dtype() == kUInt8) {
+      // A mask covers as many dims of x as it has, each of the same size
+      // (PyTorch's IndexError otherwise; nonzero alone would index a prefix).
+      const int64_t at = first + static_cast<int64_t>(idx.size());
+      check(at + t.dim() <= x.dim(), op, "too many indices: a mask of shape ", shape_text(t.sizes()), " at dim ", at,
+            " of a tensor of shape ", shape_text(x.sizes()));
+      for (int64_t d = 0; d < t.dim(); ++d)
+        check(t.size(d) == x.size(at + d), op, "the shape of the mask ", shape_text(t.sizes()), " at index ", d,
+              " does not match the shape of the indexed tensor ", shape_text(x.sizes()), " at index ", at + d);
       const Tensor coords = nonzero(t);  // one index per masked dim
       for (int64_t k = 0; k < t.dim(); ++k) idx.push_back(coords.select(1, k));
     } else {

@@ -180,6 +180,14 @@ TEST(ScatterReduce, Errors) {
   expect_error([&] { index_put(x, {}, zeros({4})); }, {"[index_put]", "at least one index"});
   expect_error([&] { index_put(randn({2, 3, 4}), {tensor(std::vector<int64_t>{0}), Tensor(), tensor(std::vector<int64_t>{0})}, zeros({})); },
                {"[index_put]", "adjacent"});
+  // A bool mask must match the dims it covers (it once indexed their prefix:
+  // index_put(zeros({6}), {[true, false]}, ones({1})) set element 0).
+  const Tensor short_mask = tensor(std::vector<bool>{true, false});
+  expect_error([&] { index_put(zeros({6}), {short_mask}, ones({1})); },
+               {"[index_put]", "shape of the mask [2] at index 0", "indexed tensor [6] at index 0"});
+  expect_error([&] { index_put(x, {Tensor(), tensor(std::vector<bool>{true, false, true})}, zeros({})); },
+               {"[index_put]", "mask [3] at index 0", "[3, 4] at index 1"});
+  expect_error([&] { index_put(x, {ones({3, 4, 1}, kBool)}, zeros({})); }, {"[index_put]", "too many indices", "[3, 4, 1]"});
   expect_error([&] { masked_scatter(x, gt(x, zeros_like(x)), empty({0})); }, {"[masked_scatter]", "source has only 0"});
   expect_error([&] { masked_scatter(x, ones({3, 4}), x); }, {"[masked_scatter]", "bool mask"});
 }
