@@ -32,7 +32,8 @@ TEST(FlexAttention, BlockMaskListsMatchADenseEvaluation) {
         bool listed = false;
         const Tensor& n = want == '#' ? m.full_q_num_blocks : m.q_num_blocks;
         const Tensor& ix = want == '#' ? m.full_q_indices : m.q_indices;
-        for (int64_t c = 0; c < n.data_ptr<int32_t>()[trow]; ++c) listed = listed || ix.data_ptr<int32_t>()[trow * nq + c] == qb;
+        for (int64_t c = 0; c < n.data_ptr<int32_t>()[trow]; ++c)
+          listed = listed || ix.data_ptr<int32_t>()[trow * nq + c] == qb;
         if (want != '.') {
           EXPECT_TRUE(listed);
         }
@@ -79,8 +80,8 @@ TEST(FlexAttention, ComputedScoresCountTheKeptTilesOfPartialBlocks) {
   no_bits.partial_bits = Tensor();
   EXPECT_EQ(no_bits.computed_scores(), 3 * 128.0 * 128);
   EXPECT_EQ(create_block_mask(CausalMask{}, 1, 1, 40, 40).computed_scores(), 32.0 * 32 + 8 * 40);
-  const auto late = create_block_mask([](int64_t, int64_t, int64_t q, int64_t kv) { return q >= 100 && kv < 10; }, 1, 1,
-                                      128, 128);
+  const auto late =
+      create_block_mask([](int64_t, int64_t, int64_t q, int64_t kv) { return q >= 100 && kv < 10; }, 1, 1, 128, 128);
   EXPECT_EQ(late.computed_scores(), 32.0 * 32);  // rows 96-127, keys 0-31
   // Per (b, h) of a mask that does not broadcast.
   Tensor lens = tensor(std::vector<int64_t>{0, 64});
@@ -99,7 +100,9 @@ TEST(FlexAttention, ComputedScoresCountTheKeptTilesOfPartialBlocks) {
 TEST(FlexAttention, MaskBitsAndMaskModAgree) {
   manual_seed(47);
   const int64_t B = 2, Hq = 4, Hkv = 2, L = 157, S = 213, E = 16, bs = 100;
-  const auto scattered = [](int64_t, int64_t, int64_t q, int64_t kv) { return (q * 7 + kv * 3) % 5 != 0 && kv <= q + 40; };
+  const auto scattered = [](int64_t, int64_t, int64_t q, int64_t kv) {
+    return (q * 7 + kv * 3) % 5 != 0 && kv <= q + 40;
+  };
   Tensor docs = empty({S}, kInt64);
   for (int64_t j = 0; j < S; ++j) docs.data_ptr<int64_t>()[j] = j / 37;
   FlexOptions gqa;
@@ -117,7 +120,8 @@ TEST(FlexAttention, MaskBitsAndMaskModAgree) {
       const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
       expect_close(a.out, values(b.out), tol, tol, what + " out");
       const Tensor go = randn(a.out.sizes(), kFloat64).to(dt);
-      auto ga = autograd::grad({a.out}, {in.q, in.k, in.v}, {go}), gb = autograd::grad({b.out}, {in.q, in.k, in.v}, {go});
+      auto ga = autograd::grad({a.out}, {in.q, in.k, in.v}, {go}),
+           gb = autograd::grad({b.out}, {in.q, in.k, in.v}, {go});
       for (int i = 0; i < 3; ++i) expect_close(ga[i], values(gb[i]), tol, tol, what + " grad " + std::to_string(i));
     }
     check_against_dense(what + " vs dense", make_qkv(B, Hq, Hkv, L, S, E, E, kFloat32), NoScoreMod{}, bm, {}, 0, gqa);

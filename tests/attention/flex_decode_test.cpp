@@ -26,8 +26,10 @@ TEST(FlexAttention, FlashDecodingMatchesTheUnsplitKernel) {
       one.kv_partitions = 1;
       for (const auto* name : {"window", "document"}) {
         const bool w = std::string(name) == "window";
-        FlexOutput a = w ? flex_attention(in.q, in.k, in.v, NoScoreMod{}, wm, o) : flex_attention(in.q, in.k, in.v, NoScoreMod{}, dm, o);
-        FlexOutput b = w ? flex_attention(in.q, in.k, in.v, NoScoreMod{}, wm, one) : flex_attention(in.q, in.k, in.v, NoScoreMod{}, dm, one);
+        FlexOutput a = w ? flex_attention(in.q, in.k, in.v, NoScoreMod{}, wm, o)
+                         : flex_attention(in.q, in.k, in.v, NoScoreMod{}, dm, o);
+        FlexOutput b = w ? flex_attention(in.q, in.k, in.v, NoScoreMod{}, wm, one)
+                         : flex_attention(in.q, in.k, in.v, NoScoreMod{}, dm, one);
         expect_close(a.out, values(b.out), 1e-5, 1e-6, std::string(name) + " split " + std::to_string(parts));
         expect_close(a.lse, values(b.lse), 1e-5, 1e-6, std::string(name) + " lse split " + std::to_string(parts));
       }
@@ -109,8 +111,8 @@ TEST(FlexAttention, OnlineSoftmaxStepMatchesFloat64) {
   const Tensor u = rand({rows, ld}, kFloat64);
   std::vector<float> s(rows * ld), mx = {kNegInf, 5.0f, 50.0f, 1.0f}, l = {0.0f, 2.5f, 1.0f, 3.0f}, corr(rows);
   for (int64_t i = 0; i < rows * ld; ++i) s[i] = static_cast<float>(-120.0 + 130.0 * u.data_ptr<double>()[i]);
-  for (int64_t j = 0; j < cols; j += 5) s[j] = kNegInf;           // masked keys in row 0
-  for (int64_t j = 0; j < cols; ++j) s[3 * ld + j] = kNegInf;     // row 3: nothing visible
+  for (int64_t j = 0; j < cols; j += 5) s[j] = kNegInf;        // masked keys in row 0
+  for (int64_t j = 0; j < cols; ++j) s[3 * ld + j] = kNegInf;  // row 3: nothing visible
   const std::vector<float> s0 = s, mx0 = mx, l0 = l;
   attention_simd::online_softmax(s.data(), rows, cols, ld, mx.data(), l.data(), corr.data());
   for (int64_t r = 0; r < rows; ++r) {
@@ -147,7 +149,9 @@ TEST(FlexAttention, BFloat16CacheDecodeMatchesFloat64) {
     for (int64_t L : {1, 2}) {
       const Tensor q = randn({1, Hq, L, E}).to(kBFloat16), k = randn({1, 2, S, E}).to(kBFloat16),
                    v = randn({1, 2, S, Ev}).to(kBFloat16);
-      auto window = [L](int64_t, int64_t, int64_t qi, int64_t kv) { return kv <= S - L + qi && S - L + qi - kv <= 150; };
+      auto window = [L](int64_t, int64_t, int64_t qi, int64_t kv) {
+        return kv <= S - L + qi && S - L + qi - kv <= 150;
+      };
       // Keys 64-95 hidden from every row (a gap between runs of blocks);
       // query row 0 sees only keys 0-39, so every run after the gap has
       // nothing visible to it, and its state (acc, max, sum) must stay.

@@ -32,8 +32,8 @@ TEST(FlexAttention, EmptyBatchesQueriesAndKeys) {
     SCOPED_TRACE(::testing::Message() << "B " << B << " L " << L << " S " << S);
     const Tensor q = randn({B, 2, L, 16}), k = randn({B, 2, S, 16}), v = randn({B, 2, S, 16});
     const int64_t shift = 1;
-    const auto captured = create_block_mask([shift](int64_t, int64_t, int64_t qi, int64_t kv) { return qi + shift >= kv; },
-                                            1, 1, L, S);
+    const auto captured =
+        create_block_mask([shift](int64_t, int64_t, int64_t qi, int64_t kv) { return qi + shift >= kv; }, 1, 1, L, S);
     const auto causal = create_block_mask(CausalMask{}, 1, 1, L, S);
     FlexOptions o;
     o.return_lse = true;
@@ -65,16 +65,18 @@ TEST(FlexAttention, LowPrecisionAndScaleOption) {
   }
   // float32 rows in groups of four, with rows that see nothing in some blocks (or at all).
   Inputs f = make_qkv(1, 2, 2, 37, 45, 16, 16, kFloat32);
-  check_against_dense("f32 sliding window", f, NoScoreMod{}, create_block_mask(SlidingWindowMask{5}, 1, 1, 37, 45, 16), {}, 0);
+  check_against_dense("f32 sliding window", f, NoScoreMod{}, create_block_mask(SlidingWindowMask{5}, 1, 1, 37, 45, 16),
+                      {}, 0);
   auto shifted = [](int64_t, int64_t, int64_t q, int64_t kv) { return q >= kv + 6; };
-  check_against_dense("f32 shifted causal", f, SoftcapScore{4.0}, create_block_mask(shifted, 1, 1, 37, 45, 16), {}, 4.0);
+  check_against_dense("f32 shifted causal", f, SoftcapScore{4.0}, create_block_mask(shifted, 1, 1, 37, 45, 16), {},
+                      4.0);
   // Head dims and lengths that reach every tile shape of the backward GEMMs
   // (4-row and single-row tiles, two-vector, one-vector and scalar columns).
   FlexOptions gqa;
   gqa.enable_gqa = true;
   Inputs wide = make_qkv(2, 4, 2, 70, 75, 40, 72, kFloat32);
-  check_against_dense("f32 causal E=40 Ev=72 GQA", wide, NoScoreMod{}, create_block_mask(CausalMask{}, 1, 1, 70, 75, 32),
-                      {}, 0, gqa);
+  check_against_dense("f32 causal E=40 Ev=72 GQA", wide, NoScoreMod{},
+                      create_block_mask(CausalMask{}, 1, 1, 70, 75, 32), {}, 0, gqa);
   Inputs in = make_qkv(1, 1, 1, 9, 9, 4, 4);
   FlexOptions o;
   o.scale = 0.3;
@@ -108,8 +110,11 @@ TEST(FlexAttention, Errors) {
   const auto bm = create_block_mask(CausalMask{}, 1, 1, 16, 16, 8);
   expect_error([&] { flex_attention(q, k, v, NoScoreMod{}, bm, o); }, {"[flex_attention]", "Q_LEN=16"});
   expect_error([&] { flex_attention(q.view({4, 8, 4}), k, v); }, {"[flex_attention]", "4-D"});
-  expect_error([&] { flex_attention(randn({2, 4, 8, 4}), randn({3, 2, 8, 4}), randn({3, 2, 8, 4}), NoScoreMod{}, o); },
-               {"[flex_attention]", "batch size or 1", "[3, 2, 8, 4]"});
+  expect_error(
+      [&] {
+        flex_attention(randn({2, 4, 8, 4}), randn({3, 2, 8, 4}), randn({3, 2, 8, 4}), NoScoreMod{}, o);
+      },
+      {"[flex_attention]", "batch size or 1", "[3, 2, 8, 4]"});
 }
 
 }  // namespace

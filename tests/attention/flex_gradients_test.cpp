@@ -20,7 +20,9 @@ TEST(FlexAttention, GradientsOfLearnedScoreModTensors) {
       },
       {in.q, in.k, in.v, table}));
   EXPECT_TRUE(autograd::gradcheck(
-      [&](const std::vector<Tensor>& t) { return std::vector<Tensor>{flex_attention(t[0], t[1], t[2], AlibiScore{t[3]}, bm).out}; },
+      [&](const std::vector<Tensor>& t) {
+        return std::vector<Tensor>{flex_attention(t[0], t[1], t[2], AlibiScore{t[3]}, bm).out};
+      },
       {in.q.detach(), in.k.detach(), in.v.detach(), slopes}));
   // float32 attention, float64 table: the table's gradient against the dense
   // float64 reference, where bias[h, i, j] = table[h, clamp(j - i) + maxd]
@@ -104,7 +106,8 @@ TEST(FlexAttention, CapturedTensorMisuseIsRefused) {
     flex_attention(in.q, in.k, in.v, lossy);
   }
   auto out_of_range = [bias](auto s, int64_t, int64_t h, int64_t, int64_t kv) { return s + bias(h, kv + 1); };
-  expect_error([&] { flex_attention(in.q, in.k, in.v, out_of_range); }, {"CapturedTensor", "index 5", "dim 1", "size 5"});
+  expect_error([&] { flex_attention(in.q, in.k, in.v, out_of_range); },
+               {"CapturedTensor", "index 5", "dim 1", "size 5"});
   auto one_index = [bias](auto s, int64_t, int64_t h, int64_t, int64_t) { return s + bias(h); };
   expect_error([&] { flex_attention(in.q, in.k, in.v, one_index); }, {"CapturedTensor", "2-d", "1 indices"});
   expect_error([] { CapturedTensor(zeros({3}, kInt64)); }, {"CapturedTensor", "float32 or float64", "int64"});

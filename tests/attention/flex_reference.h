@@ -21,7 +21,7 @@ struct Dense {
   Tensor out, lse;
 };
 inline Dense dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& bias,
-                      double softcap) {
+                             double softcap) {
   const int64_t Hq = q.size(1), Hkv = k.size(1), group = Hq / Hkv;
   const Tensor heads = div(arange(Hq), wrapped_scalar(group)).to(kInt64);
   const Tensor ke = index_select(k, 1, heads), ve = index_select(v, 1, heads);
@@ -49,8 +49,10 @@ Tensor dense_mask(const MaskMod& m, int64_t B, int64_t H, int64_t L, int64_t S) 
 struct Inputs {
   Tensor q, k, v;
 };
-inline Inputs make_qkv(int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S, int64_t E, int64_t Ev, DType dt = kFloat64) {
-  return {randn({B, Hq, L, E}, kFloat64).to(dt).requires_grad_(), randn({B, Hkv, S, E}, kFloat64).to(dt).requires_grad_(),
+inline Inputs make_qkv(int64_t B, int64_t Hq, int64_t Hkv, int64_t L, int64_t S, int64_t E, int64_t Ev,
+                       DType dt = kFloat64) {
+  return {randn({B, Hq, L, E}, kFloat64).to(dt).requires_grad_(),
+          randn({B, Hkv, S, E}, kFloat64).to(dt).requires_grad_(),
           randn({B, Hkv, S, Ev}, kFloat64).to(dt).requires_grad_()};
 }
 

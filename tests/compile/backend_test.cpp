@@ -29,8 +29,8 @@ TEST_F(Compile, BackendsAreChosenByRegisteredName) {
   EXPECT_EQ(test_backend_calls, 1);
   EXPECT_EQ(compiler::detail::fused_loop_runs(), loops);  // nothing fused: the interpreter ran every node
   o.backend = "no_such_backend";
-  expect_error([&] { compile(fn, o); }, {"[compile]", "unknown backend 'no_such_backend'", "\"cpp\"", "\"interpreter\"",
-                                         "\"test_counting\""});
+  expect_error([&] { compile(fn, o); },
+               {"[compile]", "unknown backend 'no_such_backend'", "\"cpp\"", "\"interpreter\"", "\"test_counting\""});
 }
 
 }  // namespace

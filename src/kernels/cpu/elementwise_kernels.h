@@ -19,9 +19,7 @@ namespace elementwise_detail {
 
 inline constexpr int64_t kChunk = 256;
 
-inline double attr_or(const Attrs& a, const char* name, double dflt) {
-  return a.has(name) ? a.get_double(name) : dflt;
-}
+inline double attr_or(const Attrs& a, const char* name, double dflt) { return a.has(name) ? a.get_double(name) : dflt; }
 
 // Runs a float32 SIMD row function over a strided T operand pair, through
 // small float buffers when the data is not contiguous float32.
@@ -142,10 +140,8 @@ void register_elementwise_kernel(const char* name, const char* functor) {
   constexpr bool unary = std::is_same_v<decltype(OP), UnaryOp>;
   constexpr int place = static_cast<int>(OP) + (unary ? 0 : kUnaryOpCount);
   if constexpr (place % kElementwiseParts == Part) {
-    if constexpr (unary)
-      register_kernel(name, kCPU, unary_kernel<OP>);
-    else
-      register_kernel(name, kCPU, binary_kernel<OP>);
+    if constexpr (unary) register_kernel(name, kCPU, unary_kernel<OP>);
+    else register_kernel(name, kCPU, binary_kernel<OP>);
     set_pointwise(name, functor);
   }
 }

@@ -47,5 +47,4 @@ static void extreme_dim(const OpCall& c, bool largest) {
 void max_dim_kernel(const OpCall& c) { extreme_dim(c, true); }
 void min_dim_kernel(const OpCall& c) { extreme_dim(c, false); }
 
-
 }  // namespace kiln::cpu

@@ -26,15 +26,19 @@ struct Reducer {
   static A identity() {
     if constexpr (OP == ReduceOp::Sum || OP == ReduceOp::Any) return A(0);
     else if constexpr (OP == ReduceOp::Prod || OP == ReduceOp::All) return A(1);
-    else if constexpr (OP == ReduceOp::Max) return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
-    else return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
+    else if constexpr (OP == ReduceOp::Max)
+      return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
+                                                  : std::numeric_limits<A>::lowest();
+    else
+      return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
   }
   static A combine(A acc, A v) {
     if constexpr (OP == ReduceOp::Sum) return acc + v;
     else if constexpr (OP == ReduceOp::Prod) return acc * v;
     else if constexpr (OP == ReduceOp::All) return (acc != A(0)) && (v != A(0));
     else if constexpr (OP == ReduceOp::Any) return (acc != A(0)) || (v != A(0));
-    else if constexpr (OP == ReduceOp::Max) return (v != v || acc != acc) ? (acc != acc ? acc : v) : (v > acc ? v : acc);
+    else if constexpr (OP == ReduceOp::Max)
+      return (v != v || acc != acc) ? (acc != acc ? acc : v) : (v > acc ? v : acc);
     else return (v != v || acc != acc) ? (acc != acc ? acc : v) : (v < acc ? v : acc);
   }
 };
@@ -71,8 +75,10 @@ void reduce_typed(const Tensor& x, const Tensor& out, const Shape& dims) {
     const T* p = x.data_ptr<T>();
     if (C == 1) {
       auto reduce_row = [](const T* row, int64_t n) -> Acc {
-        if constexpr (std::is_same_v<T, float> && OP == ReduceOp::Sum) return simd::sum_f32(row, static_cast<size_t>(n));
-        else if constexpr (std::is_same_v<T, float> && OP == ReduceOp::Max) return simd::max_f32(row, static_cast<size_t>(n));
+        if constexpr (std::is_same_v<T, float> && OP == ReduceOp::Sum)
+          return simd::sum_f32(row, static_cast<size_t>(n));
+        else if constexpr (std::is_same_v<T, float> && OP == ReduceOp::Max)
+          return simd::max_f32(row, static_cast<size_t>(n));
         else {
           Acc acc = Red::identity();
           for (int64_t r = 0; r < n; ++r) acc = Red::combine(acc, convert<Acc>(row[r]));
