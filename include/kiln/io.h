@@ -18,10 +18,11 @@ void save_safetensors(const std::string& path, const nn::StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 struct SafetensorsFile {
-  nn::StateDict tensors;  // views of the mapped file when aligned, else copies
+  nn::StateDict tensors;  // views of the file's bytes (read whole) when aligned, else copies
   std::map<std::string, std::string> metadata;
 };
-// Maps the file; any malformation is a kiln::Error naming what is wrong.
+// Reads the file whole (never mapped: a file changed meanwhile is an error,
+// not a SIGBUS later); any malformation is a kiln::Error naming what is wrong.
 SafetensorsFile load_safetensors(const std::string& path);
 // The same checks on bytes in memory (the file loader uses it too).
 SafetensorsFile parse_safetensors(const std::string& bytes);

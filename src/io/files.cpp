@@ -61,7 +61,18 @@ void remove_dead_temporaries(const std::string& dir, const std::string& base) {
   ::closedir(d);
 }
 
+std::function<void()>& before_read_hook() {
+  static std::function<void()> hook;
+  return hook;
+}
+
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
 }  // namespace
+
+void set_before_read_hook(std::function<void()> hook) { before_read_hook() = std::move(hook); }
 
 RegularFile::RegularFile(const std::string& path, const char* op) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -73,9 +84,37 @@ RegularFile::RegularFile(const std::string& path, const char* op) {
     fail(op, "'", path, "' is ", stat_ok ? file_kind(st.st_mode) : "unreadable", ", not a regular file");
   }
   size_ = static_cast<size_t>(st.st_size);
+  mtime_ns_ = mtime_ns(st);
 }
 
 RegularFile::~RegularFile() { ::close(fd_); }
+
+// Note [Files that change while read]
+// Loaders read a file whole rather than map it: a mapped file that another
+// process truncates (a save in place, `cp` over it) kills the reader with
+// SIGBUS at its next access to the lost pages, even long after the load
+// returned. A read sees the change instead: fewer bytes than the size at
+// opening, or a size or modification time that moved, is an error telling
+// to load again once the file is written (saves are atomic renames, Note
+// [Atomic saves], so kiln's own never change a file in place).
+void RegularFile::read_all(void* dst, const std::string& path, const char* op) const {
+  if (const auto& hook = before_read_hook()) hook();
+  char* out = static_cast<char*>(dst);
+  size_t got = 0;
+  while (got < size_) {
+    const ssize_t r = ::pread(fd_, out + got, size_ - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    check(r >= 0, op, "reading '", path, "' failed: ", std::strerror(errno));
+    check(r > 0, op, "'", path, "' shrank while it was read (", size_, " bytes when opened, only ", got,
+          " there): it changed during the load; load it again once it is written");
+    got += static_cast<size_t>(r);
+  }
+  struct stat st {};
+  check(::fstat(fd_, &st) == 0, op, "cannot stat '", path, "': ", std::strerror(errno));
+  check(static_cast<size_t>(st.st_size) == size_ && mtime_ns(st) == mtime_ns_, op, "'", path,
+        "' changed while it was read (", size_, " bytes when opened, ", st.st_size,
+        " now): load it again once it is written");
+}
 
 void write_all(int fd, const void* data, size_t n, const std::string& path, const char* op) {
   const char* p = static_cast<const char*>(data);

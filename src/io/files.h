@@ -2,6 +2,7 @@
 // regular files (a FIFO or a device would block or stream forever) and
 // writing a file atomically through a safely created temporary.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -18,11 +19,20 @@ class RegularFile {
   RegularFile& operator=(const RegularFile&) = delete;
   int fd() const { return fd_; }
   size_t size() const { return size_; }
+  // Reads the whole file, size() bytes, into dst; a file that shrinks or is
+  // modified meanwhile is a kiln::Error naming `path` (Note [Files that
+  // change while read]).
+  void read_all(void* dst, const std::string& path, const char* op) const;
 
  private:
   int fd_ = -1;
   size_t size_ = 0;
+  int64_t mtime_ns_ = 0;
 };
+
+// Tests only: called by read_all between a file's opening and its reading
+// (a test truncates the file there); empty by default.
+void set_before_read_hook(std::function<void()> hook);
 
 // Writes `path` atomically: `write(fd)` fills a new temporary file beside it
 // (created with O_EXCL | O_NOFOLLOW under an unpredictable name, so nothing

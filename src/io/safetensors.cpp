@@ -2,7 +2,7 @@
 // ({name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {..}}),
 // then the data. Offsets are relative to the end of the header and must tile
 // the data exactly (no overlap, no holes), as the format requires.
-#include <sys/mman.h>
+#include <cstdlib>
 
 #include <algorithm>
 #include <cstring>
@@ -44,12 +44,11 @@ DType st_dtype(const std::string& s) {
 }
 
 // A read-only mapping shared by the tensors that view it.
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr && size) munmap(addr, size);
-  }
+// A file's bytes, read whole (Note [Files that change while read]); the
+// loaded tensors keep them alive and may be modified without touching the file.
+struct FileBytes {
+  void* data = nullptr;
+  ~FileBytes() { std::free(data); }
 };
 
 // BOOL data must be bytes 0 and 1: any other byte is not a bool, and
@@ -136,17 +135,16 @@ void save_safetensors(const std::string& path, const nn::StateDict& tensors,
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const detail::RegularFile file(path, kOp);
-  auto map = std::make_shared<Mapping>();
-  map->size = file.size();
-  if (map->size > 0) {
-    // Copy-on-write: a loaded tensor may be modified without touching the file.
-    map->addr = ::mmap(nullptr, map->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
-    if (map->addr == MAP_FAILED) {
-      map->addr = nullptr;
-      fail(kOp, "cannot map '", path, "': ", std::strerror(errno));
-    }
+  auto bytes = std::make_shared<FileBytes>();
+  const size_t size = file.size();
+  if (size > 0) {
+    // 64-byte aligned, as the allocator's tensors are (the data starts at an
+    // 8-byte multiple of the file).
+    bytes->data = std::aligned_alloc(64, (size + 63) / 64 * 64);
+    check(bytes->data != nullptr, kOp, "cannot allocate ", size, " bytes to read '", path, "'");
+    file.read_all(bytes->data, path, kOp);
   }
-  return parse(static_cast<const char*>(map->addr), map->size, map);
+  return parse(static_cast<const char*>(bytes->data), size, bytes);
 }
 
 SafetensorsFile parse_safetensors(const std::string& bytes) { return parse(bytes.data(), bytes.size(), nullptr); }

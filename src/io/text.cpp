@@ -38,15 +38,7 @@ std::string decode(const std::vector<int64_t>& tokens) {
 std::string read_file(const std::string& path) {
   const detail::RegularFile file(path, "read_file");
   std::string out(file.size(), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t r = ::read(file.fd(), out.data() + got, out.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    check(r >= 0, "read_file", "reading '", path, "' failed: ", std::strerror(errno));
-    if (r == 0) break;  // the file shrank while we read it
-    got += static_cast<size_t>(r);
-  }
-  out.resize(got);
+  file.read_all(out.data(), path, "read_file");
   return out;
 }
 

@@ -207,6 +207,21 @@ TEST(Safetensors, SavesRemoveTemporariesOfDeadWritersOnly) {
   for (const auto& p : {live, other}) std::filesystem::remove(p);
 }
 
+// Note [Files that change while read]: a loaded checkpoint owns its bytes.
+// When the loader mapped the file, truncating it in place (as `truncate` or
+// a `cp` over it does) made the next read of a lost page a SIGBUS.
+TEST(Safetensors, ALoadedCheckpointSurvivesItsFileShrinking) {
+  const std::string path = ::testing::TempDir() + "/shrinks.safetensors";
+  const Tensor w = randn({1 << 16}), b = randn({7});  // 256 KiB: many pages
+  io::save_safetensors(path, {{"w", w}, {"b", b}});
+  const io::SafetensorsFile loaded = io::load_safetensors(path);
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  expect_close(loaded.tensors.at("w"), values(w), 0, 0, "w after the file shrank");
+  expect_close(loaded.tensors.at("b"), values(b), 0, 0, "b after the file shrank");
+  std::filesystem::remove(path);
+}
+
 TEST(Safetensors, ASaveKeepsTheReplacedFilesModeAndANewOneTheUmask) {
   // A checkpoint made private stays private when a save replaces it (it
   // once came back 0644: the temporary's fixed mode, renamed over it).
