@@ -64,6 +64,14 @@ expect_failure "is a FIFO" train --data afifo
 expect_failure "is a FIFO" generate --ckpt afifo
 expect_failure "is a directory" generate --ckpt adir
 expect_failure "does not exist" train "${SMALL[@]}" --out /nonexistent-dir/m.safetensors
+# Found before the first step, not at the first save or evaluation: a folder
+# where no file can be made (root may write anywhere but /proc), a text whose
+# validation split is shorter than the context.
+expect_failure "is not writable" train "${SMALL[@]}" --out /proc/m.safetensors
+head -c 1000 text.txt >short.txt
+expect_failure "validation split of 'short.txt' has" train --data short.txt --layers 1 --width 16 --heads 2 \
+  --batch 2 --context 128 --steps 30 --eval-every 1000 --out short.safetensors
+[ -e short.safetensors ] && { echo "FAIL: a checkpoint written after the split check failed"; failures=$((failures + 1)); }
 expect_failure "not a regular file" train "${SMALL[@]}" --out adir --overwrite
 
 # A real checkpoint, then the rules around it.

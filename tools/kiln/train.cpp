@@ -217,6 +217,14 @@ void run(const TrainArgs& a) {
     model = std::make_unique<nn::GPT>(cfg, expert_group);
     opt = make_opt(*model);
   }
+  // Both splits must hold a window of the context, found before the first
+  // step (the first evaluation, after all the training, used to find out).
+  for (const bool validation : {false, true}) {
+    const int64_t tokens = validation ? data.val_tokens() : data.train_tokens();
+    check(tokens > cfg.block_size + 1, "train", "the ", validation ? "validation" : "training", " split of ",
+          a.data.empty() ? std::string("the default corpus") : "'" + a.data + "'", " has ", tokens,
+          " tokens, too few for --context ", cfg.block_size, ": use a longer text or a shorter context");
+  }
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   if (distributed::is_initialized())
     ddp = std::make_unique<nn::DistributedDataParallel>(
