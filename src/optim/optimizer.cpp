@@ -106,16 +106,38 @@ nn::StateDict Optimizer::state_dict() const {
   return out;
 }
 
+// Note [A loaded optimizer state is checked whole]
+// A state comes from a file: everything in it is checked before anything
+// changes, as the constructor checks its options. Each option must be a
+// finite number (a flag 0 or 1) and pass the optimizer's own check_group;
+// the parameter numbers must be the ones state_dict writes; a step must be a
+// whole number >= 0; a state tensor must have its parameter's shape (only
+// the per-parameter numbers of kScalarStates are scalars); and every key must
+// be one of these, so a stray or misspelt entry is an error, not ignored.
+namespace {
+const std::set<std::string> kFlagOptions = {"amsgrad", "nesterov", "centered", "decoupled_weight_decay"};
+const std::set<std::string> kScalarStates = {"mu_product"};  // NAdam's
+}  // namespace
+
 void Optimizer::load_state_dict(const nn::StateDict& s) {
+  const char* op = "load_state_dict";
+  std::set<std::string> used;
   auto find = [&](const std::string& key) {
     auto it = s.find(key);
-    check(it != s.end(), "load_state_dict", name_.c_str(), " state has no '", key, "'");
+    check(it != s.end(), op, name_.c_str(), " state has no '", key, "'");
+    used.insert(key);
     return it->second;
   };
-  // Everything is checked before anything is changed.
+  auto number = [&](const std::string& key, const Tensor& t) {
+    check(t.numel() == 1, op, name_.c_str(), " state '", key, "' has shape ", shape_text(t.sizes()),
+          " but is a number");
+    const double v = t.to(kFloat64).item<double>();
+    check(std::isfinite(v), op, name_.c_str(), " state '", key, "' is ", v, " (expected a finite number)");
+    return v;
+  };
   size_t saved_groups = 0;
   while (s.count("param_groups." + std::to_string(saved_groups) + ".params")) ++saved_groups;
-  check(saved_groups == groups_.size(), "load_state_dict", name_, " state has ", saved_groups,
+  check(saved_groups == groups_.size(), op, name_, " state has ", saved_groups,
         " parameter group(s) but the optimizer has ", groups_.size());
   std::vector<ParamGroup> groups = groups_;
   std::vector<ParamState> state(state_.size());
@@ -123,31 +145,58 @@ void Optimizer::load_state_dict(const nn::StateDict& s) {
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::string gk = "param_groups." + std::to_string(gi) + ".";
     const Tensor numbers = find(gk + "params");
-    check(numbers.numel() == static_cast<int64_t>(groups[gi].params.size()), "load_state_dict", "parameter group ", gi,
-          " has ", groups[gi].params.size(), " parameters but the state has ", numbers.numel());
-    for (auto& [k, v] : groups[gi].options)
-      if (k != "initial_lr") v = find(gk + k).item<double>();
-    if (s.count(gk + "initial_lr")) groups[gi].options["initial_lr"] = s.at(gk + "initial_lr").item<double>();  // a scheduler's
+    check(numbers.numel() == static_cast<int64_t>(groups[gi].params.size()), op, "parameter group ", gi, " has ",
+          groups[gi].params.size(), " parameters but the state has ", numbers.numel());
+    check(numbers.dtype() == kInt64 && numbers.dim() == 1, op, name_.c_str(), " state '", gk,
+          "params' is not a list of parameter numbers (", numbers.dtype(), " of shape ", shape_text(numbers.sizes()),
+          ")");
+    const Tensor ids = numbers.contiguous();
+    for (int64_t j = 0; j < ids.numel(); ++j)
+      check(ids.data_ptr<int64_t>()[j] == static_cast<int64_t>(i) + j, op, name_.c_str(), " state '", gk,
+            "params' has parameter number ", ids.data_ptr<int64_t>()[j], " at position ", j, " (expected ",
+            static_cast<int64_t>(i) + j, ")");
+    for (auto& [k, v] : groups[gi].options) {
+      if (k == "initial_lr") continue;
+      v = number(gk + k, find(gk + k));
+      check(!kFlagOptions.count(k) || v == 0 || v == 1, op, name_.c_str(), " state '", gk, k, "' is ", v,
+            " (a flag: 0 or 1)");
+    }
+    if (s.count(gk + "initial_lr"))
+      groups[gi].options["initial_lr"] = number(gk + "initial_lr", find(gk + "initial_lr"));  // a scheduler's
+    check(groups[gi]["lr"] >= 0, op, name_.c_str(), " state '", gk, "lr' is ", groups[gi]["lr"], " (expected >= 0)");
+    try {
+      check_group(groups[gi]);  // the constructor's checks of the options
+    } catch (const Error& e) {
+      fail(op, name_, " state 'param_groups.", gi, ".*': ", e.what());
+    }
     for (const Tensor& p : groups[gi].params) {
       const std::string pk = "state." + std::to_string(i) + ".";
       for (const auto& [k, t] : s) {
         if (k.rfind(pk, 0) != 0) continue;
+        used.insert(k);
         const std::string name = k.substr(pk.size());
         if (name == "step") {
-          state[i].step = static_cast<int64_t>(t.item<double>());
+          const double step = number(k, t);
+          check(step >= 0 && step == std::floor(step), op, name_.c_str(), " state '", k, "' is ", step,
+                " (expected a whole number >= 0)");
+          state[i].step = static_cast<int64_t>(step);
           continue;
         }
-        if (t.dim() == 0 && p.dim() != 0) {  // a per-parameter number (NAdam's mu_product)
+        if (kScalarStates.count(name)) {  // a per-parameter number
+          number(k, t);
           state[i].tensors[name] = t.clone();
           continue;
         }
-        check(t.sizes() == p.sizes(), "load_state_dict", name_.c_str(), " state '", k, "' has shape ", shape_text(t.sizes()),
+        check(t.sizes() == p.sizes(), op, name_.c_str(), " state '", k, "' has shape ", shape_text(t.sizes()),
               " but its parameter has ", shape_text(p.sizes()));
         state[i].tensors[name] = t.to(p.dtype()).clone();
       }
       ++i;
     }
   }
+  for (const auto& [k, t] : s)
+    check(used.count(k), op, name_.c_str(), " state has an unknown entry '", k, "' (", name_, " has ", groups_.size(),
+          " parameter group(s) and ", state_.size(), " parameters)");
   groups_ = std::move(groups);
   state_ = std::move(state);
 }

@@ -406,6 +406,47 @@ TEST(Optim, StateDictHasPyTorchsLayoutAndRoundTrips) {
   expect_error([&] { b.load_state_dict(wrong); }, {"load_state_dict", "state.0.exp_avg", "[3]", "[2]"});
 }
 
+// Note [A loaded optimizer state is checked whole]: a state from a file with
+// options out of the constructor's ranges, a broken step, a scalar moment,
+// stray keys or other parameter numbers is refused, naming the key, and the
+// optimizer keeps its own state (each of these was accepted, some to fail
+// only at the next step).
+TEST(Optim, ALoadedStateIsCheckedWhole) {
+  std::vector<Tensor> p{randn({2, 3}, kFloat64).requires_grad_(), randn({4}, kFloat64).requires_grad_()};
+  optim::Adam a(p, {});
+  for (const Tensor& t : p) t.set_grad(ones_like(t));
+  a.step();
+  const nn::StateDict good = a.state_dict();
+  optim::Adam b(p, {});
+  const nn::StateDict before = b.state_dict();
+  auto refused = [&](const std::string& key, const Tensor& value, std::vector<std::string> needles) {
+    nn::StateDict s = good;
+    if (value.defined()) s[key] = value;
+    else s.erase(key);
+    needles.insert(needles.begin(), "[load_state_dict]");
+    expect_error([&] { b.load_state_dict(s); }, needles);
+    EXPECT_EQ(b.state_dict().size(), before.size()) << key << ": the state changed although refused";
+  };
+  const auto number = [](double v) { return scalar_tensor(v, kFloat64); };
+  refused("param_groups.0.beta1", number(5), {"param_groups.0.*", "invalid betas (5"});
+  refused("param_groups.0.eps", number(-1), {"param_groups.0.*", "invalid epsilon -1"});
+  refused("param_groups.0.lr", number(-0.5), {"param_groups.0.lr' is -0.5"});
+  refused("param_groups.0.amsgrad", number(std::nan("")), {"param_groups.0.amsgrad' is nan", "finite"});
+  refused("param_groups.0.amsgrad", number(0.5), {"param_groups.0.amsgrad' is 0.5", "a flag"});
+  refused("param_groups.0.weight_decay", number(INFINITY), {"weight_decay' is inf"});
+  refused("state.0.step", number(std::nan("")), {"state.0.step' is nan"});
+  refused("state.0.step", number(-5), {"state.0.step' is -5", "whole number >= 0"});
+  refused("state.1.step", number(2.5), {"state.1.step' is 2.5"});
+  refused("state.0.exp_avg", number(0.5), {"state.0.exp_avg' has shape []", "[2, 3]"});
+  refused("state.99.exp_avg", zeros({2, 3}, kFloat64), {"unknown entry 'state.99.exp_avg'", "2 parameters"});
+  refused("param_groups.0.momentum", number(0.9), {"unknown entry 'param_groups.0.momentum'"});
+  refused("param_groups.0.params", tensor<int64_t>({7, 1}), {"parameter number 7 at position 0 (expected 0)"});
+  refused("param_groups.0.params", tensor<double>({0, 1}), {"not a list of parameter numbers"});
+  refused("param_groups.0.beta2", Tensor(), {"Adam state has no 'param_groups.0.beta2'"});
+  b.load_state_dict(good);  // and the state it came from still loads
+  EXPECT_EQ(b.steps(), 1);
+}
+
 TEST(Optim, ClipGradValue) {
   Tensor a = zeros({4}, kFloat64).requires_grad_();
   set_grad(a, {-3, 0.5, 2, -0.1});

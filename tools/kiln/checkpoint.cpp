@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <limits>
@@ -85,8 +86,15 @@ void check_checkpoint_destination(const std::string& path, bool resume, bool ove
   const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   std::error_code ec;
   check(fs::is_directory(dir, ec), "train", "--out '", path, "': directory '", dir.string(), "' does not exist");
-  check(::access(dir.c_str(), W_OK) == 0, "train", "--out '", path, "': directory '", dir.string(),
-        "' is not writable");
+  // A file actually created there, not access(W_OK): root passes that test
+  // for a read-only file system or /proc, and the run then failed only at
+  // its first save, its training lost.
+  std::string probe = (dir / ".kiln-out-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  check(fd >= 0, "train", "--out '", path, "': directory '", dir.string(), "' is not writable (", std::strerror(errno),
+        ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
   const fs::file_status status = fs::symlink_status(path, ec);
   if (!fs::exists(status)) {
     check(!resume, "train", "--resume: there is no checkpoint at '", path, "'");
@@ -160,7 +168,11 @@ nn::StateDict from_flat_adamw_layout(const nn::StateDict& old, const optim::Adam
 
 void load_optimizer(const std::string& path, optim::AdamW& opt) {
   const nn::StateDict state = nn::select_prefix(io::load_safetensors(path).tensors, "optim.");
-  opt.load_state_dict(state.count("step") ? from_flat_adamw_layout(state, opt) : state);
+  try {
+    opt.load_state_dict(state.count("step") ? from_flat_adamw_layout(state, opt) : state);
+  } catch (const Error& e) {  // which file: the state's checks name only its keys
+    fail("train", "the optimizer state in '", path, "' (keys 'optim.*'): ", e.what());
+  }
 }
 
 Generator validation_generator(uint64_t seed) { return Generator(seed ^ 0x76616c6964617465u); }  // "validate"
