@@ -30,7 +30,7 @@ FUZZ_PKGS := clang libclang-rt-14-dev
 # come into a sysroot from Debian's arm64 packages: cmake/arm64-sysroot.sh).
 ARM_PKGS := g++-aarch64-linux-gnu qemu-user
 
-.PHONY: demo test check-format check-sanitize fuzz bench bench-pytorch build package package-arm64 icount-arm64 deps demo-deps \
+.PHONY: demo build-cli test check-format check-sanitize fuzz bench bench-pytorch build package package-arm64 icount-arm64 deps demo-deps \
         bench-deps fuzz-deps clean arm64 test-arm64 arm64-deps
 
 define install_missing
@@ -67,9 +67,13 @@ $(BUILD)/build.ninja: CMakeLists.txt
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The library and the kiln CLI alone (what the demo runs): no tests or benchmarks.
+build-cli: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target kiln-cli
+
 # Trains the default character GPT (a few minutes on 2 cores; --time-limit
 # caps it on slower machines), then samples from the checkpoint.
-demo: demo-deps build
+demo: demo-deps build-cli
 	./$(BUILD)/bin/kiln info
 	./$(BUILD)/bin/kiln train --out $(BUILD)/demo.safetensors --overwrite --time-limit 285
 	./$(BUILD)/bin/kiln generate --ckpt $(BUILD)/demo.safetensors --prompt "The meaning of life" --tokens 300 --top-k 20
@@ -83,7 +87,7 @@ test: build
 package: build
 	cmake --build $(BUILD) --target package
 
-# The C and C++ files changed since .clang-format was written follow it
+# The C and C++ lines changed since .clang-format was written follow it
 # (tools/check_format.sh; CI runs this first).
 check-format:
 	$(call install_missing,clang-format git)
