@@ -43,7 +43,6 @@ DType st_dtype(const std::string& s) {
   fail(kOp, "unknown dtype '", s, "'");
 }
 
-// A read-only mapping shared by the tensors that view it.
 // A file's bytes, read whole (Note [Files that change while read]); the
 // loaded tensors keep them alive and may be modified without touching the file.
 struct FileBytes {
