@@ -68,7 +68,9 @@ TEST(Dropout, AlphaDropoutKeepsMeanAndVarianceOfAUnitNormal) {
   for (size_t i = 0; i < xv.size(); ++i) {
     const bool gone = std::fabs(yv[i] - (a * alpha + b)) < 1e-12 && std::fabs(xv[i] - alpha) > 1e-9;
     dropped += gone;
-    if (!gone) ASSERT_NEAR(yv[i], a * xv[i] + b, 1e-12) << i;
+    if (!gone) {
+      ASSERT_NEAR(yv[i], a * xv[i] + b, 1e-12) << i;
+    }
   }
   EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(xv.size()), p, 0.005);
   // Feature alpha dropout: whole channels of (N, C, L) take the dropped value.

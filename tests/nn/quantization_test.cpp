@@ -49,7 +49,9 @@ TEST(Quantization, PerChannelRoundTripAndAccessors) {
     const double s = values(scales)[c], z = values(zps)[c];
     const double want = std::clamp(std::nearbyint(static_cast<double>(static_cast<float>(xv[i]) * static_cast<float>(1.0 / s))) + z, -128.0, 127.0);
     ASSERT_EQ(qv[i], want) << i;
-    if (want > -128 && want < 127) ASSERT_LE(std::fabs(back[i] - xv[i]), s / 2 + 1e-6) << i;
+    if (want > -128 && want < 127) {
+      ASSERT_LE(std::fabs(back[i] - xv[i]), s / 2 + 1e-6) << i;
+    }
   }
   expect_error([&] { q.q_scale(); }, {"[q_scale]", "per-tensor"});
   expect_error([&] { quant::quantize_per_tensor(x, 0.1, 0, kInt8).q_per_channel_axis(); }, {"[q_per_channel_axis]"});
