@@ -54,7 +54,9 @@ class TextDataset {
   bool split_by_position() const { return by_position_; }
 
  private:
-  std::vector<int64_t> train_, val_;
+  // Bytes are the tokens (vocabulary 256): one byte each, widened to int64
+  // only in the batches.
+  std::vector<uint8_t> train_, val_;
   int64_t documents_ = 0, duplicates_ = 0;
   bool by_position_ = false;
 };

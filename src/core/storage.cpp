@@ -24,6 +24,7 @@ StorageImpl::~StorageImpl() {
 }
 
 int64_t shape_numel(const Shape& sizes, const char* op) {
+  check(sizes.size() <= kMaxDims, op, "a shape of ", sizes.size(), " dims; a tensor has at most ", kMaxDims);
   int64_t n = 1;
   bool overflow = false, any_zero = false;
   for (int64_t s : sizes) {

@@ -97,7 +97,8 @@ std::shared_ptr<TcpStore> job_store(const JobEnv& env) {
   std::lock_guard<std::mutex> lock(mu);
   std::shared_ptr<TcpStore> store = current.lock();
   if (!store) {
-    store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank, default_timeout_ms());
+    store = std::make_shared<TcpStore>(env.master_addr, env.master_port, env.rank, store_secret(env.world_size),
+                                       default_timeout_ms());
     current = store;
   }
   return store;

@@ -1,15 +1,34 @@
 // Note [Store protocol]
 // A request is a command byte, a key (u32 length, bytes), a value (u32
 // length, bytes) and a timeout (i64 ms); a reply is a status byte ('+'
-// done, '-' timed out) and a value. Commands: 'H' hello (key: the client's
-// rank), 'S' set, 'W' wait for the keys (value: the keys, '\0'-separated),
-// 'G' get (waits like 'W'), 'B' a heartbeat (key: the rank; sent on a
-// connection of its own by a thread of each client), 'X' the peers (value:
-// the silence threshold in ms as text; reply: i32 pairs (rank, -2) for a
-// rank that said hello, (rank, -1) for one that has exited since, (rank,
-// ms) for one silent that long). The server keeps a
-// thread per connection (a job has few ranks); a connection that closes
-// after its hello marks that rank exited.
+// done, '-' refused or timed out) and a value. Commands: 'A' authenticate
+// (key: the job's secret; first on every connection, Note [Store
+// authentication]), 'H' hello (key: the client's rank), 'S' set, 'W' wait
+// for the keys (value: the keys, '\0'-separated), 'G' get (waits like 'W'),
+// 'B' a heartbeat (key: the rank; sent on a connection of its own by a
+// thread of each client), 'X' the peers (value: the silence threshold in
+// ms as text; reply: i32 pairs (rank, -2) for a rank that said hello,
+// (rank, -1) for one that has exited since, (rank, ms) for one silent that
+// long). The server keeps a thread per connection (a job has few ranks); a
+// connection that closes after its hello marks that rank exited. A key over
+// kStoreMaxKeyBytes, a value over kStoreMaxValueBytes, a rank or threshold
+// that is not a whole number in range, or an unknown command closes the
+// connection: its peer is broken or hostile, and the server allocates
+// nothing it was not sent.
+//
+// Note [Store authentication]
+// The store listens on a TCP port that anyone who reaches MASTER_ADDR can
+// connect to. Every connection first sends 'A' with the job's secret
+// (KILN_STORE_SECRET: 32 hex digits from /dev/urandom that `kiln run` makes,
+// or takes from its environment for a job of several nodes, and gives its
+// ranks through theirs, which other users cannot read). Until it has, the
+// server reads nothing but that request (a key of at most kAuthMaxBytes, an
+// empty value) within kAuthMs, keeps at most kMaxUnauthenticated such
+// connections at a time (more are closed at once), and compares in constant
+// time; a wrong secret gets '-' and the connection closes. The secret
+// travels in clear: it keeps strangers out of the store, it does not hide
+// the job's traffic from someone who can read the network (gloo's is not
+// hidden either).
 #include "distributed/tcp_store.h"
 
 #include <netdb.h>
@@ -20,12 +39,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "kiln/distributed.h"
@@ -38,10 +62,24 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Whole reads and writes; false when the peer closed or failed.
-bool read_all(int fd, void* p, size_t n) {
+constexpr uint32_t kAuthMaxBytes = 256;
+constexpr int64_t kAuthMs = 5000;
+constexpr int kMaxUnauthenticated = 64;
+constexpr int kMaxRank = 1 << 20;
+constexpr auto kNoDeadline = Clock::time_point::max();
+
+// Whole reads and writes; false when the peer closed or failed, or (reads)
+// when the deadline passed first.
+bool read_all(int fd, void* p, size_t n, Clock::time_point deadline = kNoDeadline) {
   auto* b = static_cast<char*>(p);
   while (n > 0) {
+    if (deadline != kNoDeadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd pfd{fd, POLLIN, 0};
+      const int ready = left > 0 ? ::poll(&pfd, 1, static_cast<int>(left)) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return false;
+    }
     const ssize_t k = ::recv(fd, b, n, 0);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
@@ -63,11 +101,12 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
-bool read_blob(int fd, std::vector<char>& out) {
+// A length-prefixed blob of at most `max` bytes (a longer one is not read).
+bool read_blob(int fd, std::vector<char>& out, uint32_t max, Clock::time_point deadline = kNoDeadline) {
   uint32_t n = 0;
-  if (!read_all(fd, &n, sizeof n)) return false;
+  if (!read_all(fd, &n, sizeof n, deadline) || n > max) return false;
   out.resize(n);
-  return read_all(fd, out.data(), n);
+  return read_all(fd, out.data(), n, deadline);
 }
 
 bool write_blob(int fd, const char* data, size_t n) {
@@ -83,7 +122,7 @@ bool send_request(int fd, char command, const std::string& key, const std::vecto
 }
 
 bool read_reply(int fd, char& status, std::vector<char>& reply) {
-  return read_all(fd, &status, 1) && read_blob(fd, reply);
+  return read_all(fd, &status, 1) && read_blob(fd, reply, kStoreMaxValueBytes);
 }
 
 std::vector<std::string> split_keys(const std::vector<char>& joined) {
@@ -100,42 +139,63 @@ std::vector<std::string> split_keys(const std::vector<char>& joined) {
   return keys;
 }
 
+// A whole decimal number in [0, max] (a rank, a threshold), else -1.
+int64_t whole_number(const char* begin, const char* end, int64_t max) {
+  int64_t v = -1;
+  const auto [stop, ec] = std::from_chars(begin, end, v);
+  return ec == std::errc() && stop == end && v >= 0 && v <= max ? v : -1;
+}
+
+// Equal, in time that depends on the lengths alone.
+bool same_secret(const std::vector<char>& given, const std::string& secret) {
+  unsigned diff = given.size() != secret.size();
+  for (size_t i = 0; i < secret.size(); ++i)
+    diff |= static_cast<unsigned char>(i < given.size() ? given[i] : 0) ^ static_cast<unsigned char>(secret[i]);
+  return diff == 0;
+}
+
 }  // namespace
 
 class TcpStoreServer {
  public:
-  explicit TcpStoreServer(int port) {
-    listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool v6 = listen_fd_ >= 0;
-    if (!v6) listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) throw DistributedError(concat("[distributed.store] socket: ", std::strerror(errno)));
-    const int one = 1, zero = 0;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    int rc;
-    if (v6) {  // one socket for IPv4 and IPv6 clients
-      ::setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-      sockaddr_in6 a{};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      a.sin6_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    } else {
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  TcpStoreServer(std::string secret, int64_t max_wait_ms) : secret_(std::move(secret)), max_wait_ms_(max_wait_ms) {}
+
+  // Listens at `host`'s address (KILN_STORE_BIND's when set) and serves each
+  // connection from a thread of its own.
+  void listen(const std::string& host, int port) {
+    const char* bind_env = std::getenv("KILN_STORE_BIND");
+    const std::string bind_host = bind_env && *bind_env ? bind_env : host;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(bind_host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    std::string why = rc != 0 ? ::gai_strerror(rc) : "no address";
+    for (addrinfo* a = rc == 0 ? found : nullptr; a && listen_fd_ < 0; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      const int one = 1, zero = 0;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      // "::" serves IPv4 clients too, as 0.0.0.0 would.
+      if (a->ai_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
+        listen_fd_ = fd;
+      } else {
+        why = std::strerror(errno);
+        ::close(fd);
+      }
     }
-    if (rc != 0 || ::listen(listen_fd_, 1024) != 0) {
-      const std::string why = std::strerror(errno);
-      ::close(listen_fd_);
-      throw DistributedError(concat("[distributed.store] rank 0 cannot serve the store on port ", port, ": ", why,
-                                    " (MASTER_PORT: another job may hold it)"));
-    }
+    if (found) ::freeaddrinfo(found);
+    if (listen_fd_ < 0)
+      throw DistributedError(concat("[distributed.store] rank 0 cannot serve the store at ", bind_host, ":", port, ": ",
+                                    why, " (MASTER_ADDR must be an address of rank 0's machine, or KILN_STORE_BIND ",
+                                    "one to listen at; MASTER_PORT: another job may hold it)"));
     acceptor_ = std::thread([this] { accept_loop(); });
   }
 
   ~TcpStoreServer() {
+    if (listen_fd_ < 0) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
@@ -144,65 +204,77 @@ class TcpStoreServer {
     cv_.notify_all();
     ::shutdown(listen_fd_, SHUT_RDWR);
     acceptor_.join();
-    for (std::thread& t : handlers_) t.join();
+    for (Handler& h : handlers_) h.thread.join();
     ::close(listen_fd_);
   }
 
- private:
-  void accept_loop() {
-    for (;;) {
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) {
-        if (fd >= 0) ::close(fd);
-        return;
-      }
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;
-      }
-      clients_.insert(fd);
-      handlers_.emplace_back([this, fd] { serve(fd); });
-    }
+  // Reads the 'A' request (Note [Store authentication]) and answers it;
+  // true when it named the secret.
+  bool authenticate(int fd) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kAuthMs);
+    char command = 0;
+    std::vector<char> given, value;
+    int64_t timeout_ms = 0;
+    if (!read_all(fd, &command, 1, deadline) || command != 'A' || !read_blob(fd, given, kAuthMaxBytes, deadline) ||
+        !read_blob(fd, value, 0, deadline) || !read_all(fd, &timeout_ms, sizeof timeout_ms, deadline))
+      return false;
+    const bool ok = same_secret(given, secret_);
+    const char status = ok ? '+' : '-';
+    write_all(fd, &status, 1) && write_blob(fd, nullptr, 0);
+    return ok;
   }
 
-  void serve(int fd) {
+  // An authenticated connection's requests until it closes or breaks the
+  // protocol; the rank its hello named (-1 if none).
+  int serve_requests(int fd) {
     int rank = -1;
     for (;;) {
       char command = 0;
       std::vector<char> key_bytes, value;
       int64_t timeout_ms = 0;
-      if (!read_all(fd, &command, 1) || !read_blob(fd, key_bytes) || !read_blob(fd, value) ||
-          !read_all(fd, &timeout_ms, sizeof timeout_ms))
+      if (!read_all(fd, &command, 1) || !read_blob(fd, key_bytes, kStoreMaxKeyBytes) ||
+          !read_blob(fd, value, kStoreMaxValueBytes) || !read_all(fd, &timeout_ms, sizeof timeout_ms))
         break;
       const std::string key(key_bytes.begin(), key_bytes.end());
+      const char* key_end = key.data() + key.size();
       std::vector<char> reply;
-      bool done = true;
+      bool done = true, broken = false;
       std::unique_lock<std::mutex> lock(mu_);
       switch (command) {
         case 'H':
-          rank = std::atoi(key.c_str());
-          joined_.insert(rank);
+        case 'B': {
+          const int64_t r = whole_number(key.data(), key_end, kMaxRank);
+          if (r < 0) {
+            broken = true;
+          } else if (command == 'H') {
+            rank = static_cast<int>(r);
+            joined_.insert(rank);
+          } else {
+            last_beat_[static_cast<int>(r)] = Clock::now();
+          }
           break;
+        }
         case 'S':
-          data_[key] = value;
+          data_[key] = std::move(value);
           cv_.notify_all();
           break;
         case 'W':
         case 'G': {
           const std::vector<std::string> keys = command == 'G' ? std::vector<std::string>{key} : split_keys(value);
-          done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+          const int64_t wait_ms = std::clamp<int64_t>(timeout_ms, 0, max_wait_ms_);
+          done = cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] {
             return stopping_ || std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return data_.count(k); });
           });
           done = done && !stopping_;
           if (done && command == 'G') reply = data_[key];
           break;
         }
-        case 'B':
-          last_beat_[std::atoi(key.c_str())] = Clock::now();
-          break;
         case 'X': {
-          const int64_t silent_ms = std::atoll(std::string(value.begin(), value.end()).c_str());
+          const int64_t silent_ms = whole_number(value.data(), value.data() + value.size(), int64_t{1} << 40);
+          if (silent_ms < 0) {
+            broken = true;
+            break;
+          }
           auto put = [&](int32_t a, int32_t b) {
             const int32_t pair[2] = {a, b};
             const auto* p = reinterpret_cast<const char*>(pair);
@@ -216,21 +288,92 @@ class TcpStoreServer {
           break;
         }
         default:
-          done = false;
+          broken = true;
       }
       lock.unlock();
+      if (broken) break;
       const char status = done ? '+' : '-';
       if (!write_all(fd, &status, 1) || !write_blob(fd, reply.data(), reply.size())) break;
     }
+    return rank;
+  }
+
+ private:
+  struct Handler {
+    std::thread thread;
+    bool done = false;  // under mu_: the thread has nothing left to do but return
+  };
+
+  void accept_loop() {
+    for (;;) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_) {
+        if (fd >= 0) ::close(fd);
+        return;
+      }
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        // Out of descriptors or memory (a flood of connections): the ranks'
+        // connections must still get in once it passes.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          lock.unlock();
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          continue;
+        }
+        return;
+      }
+      reap_finished();
+      if (unauthenticated_ >= kMaxUnauthenticated) {
+        ::close(fd);
+        continue;
+      }
+      auto handler = handlers_.emplace(handlers_.end());
+      try {
+        handler->thread = std::thread([this, fd, handler] { serve(fd, handler); });
+      } catch (const std::system_error&) {  // no thread to serve it: as if over the limit
+        handlers_.erase(handler);
+        ::close(fd);
+        continue;
+      }
+      ++unauthenticated_;
+      clients_.insert(fd);
+    }
+  }
+
+  void serve(int fd, std::list<Handler>::iterator handler) {
+    const bool ok = authenticate(fd);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --unauthenticated_;
+    }
+    const int rank = ok ? serve_requests(fd) : -1;
     std::lock_guard<std::mutex> lock(mu_);
     if (rank >= 0 && !stopping_) exited_.insert(rank);
     clients_.erase(fd);
     ::close(fd);
+    handler->done = true;
   }
 
+  // Joins the threads of connections that ended (under mu_): a long job,
+  // or a flood of connections, does not pile them up.
+  void reap_finished() {
+    for (auto it = handlers_.begin(); it != handlers_.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = handlers_.erase(it);
+    }
+  }
+
+  const std::string secret_;
+  const int64_t max_wait_ms_;
   int listen_fd_ = -1;
   std::thread acceptor_;
-  std::vector<std::thread> handlers_;
+  std::list<Handler> handlers_;
+  int unauthenticated_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
@@ -239,6 +382,28 @@ class TcpStoreServer {
   std::set<int> joined_, exited_;
   std::map<int, Clock::time_point> last_beat_;
 };
+
+void serve_store_connection(int fd, const std::string& secret, int64_t max_wait_ms) {
+  TcpStoreServer server(secret, max_wait_ms);
+  if (server.authenticate(fd)) server.serve_requests(fd);
+}
+
+std::string store_secret(int world_size) {
+  if (const char* s = std::getenv("KILN_STORE_SECRET"); s && *s) {
+    const std::string secret = s;
+    const bool letters_and_digits = std::all_of(
+        secret.begin(), secret.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+    if (secret.size() < 16 || secret.size() > kAuthMaxBytes || !letters_and_digits)
+      throw DistributedError(concat("[distributed] KILN_STORE_SECRET must be 16 to ", kAuthMaxBytes,
+                                    " letters and digits (got ", secret.size(), " characters)"));
+    return secret;
+  }
+  if (world_size > 1)
+    throw DistributedError(concat("[distributed] WORLD_SIZE is ", world_size,
+                                  " but KILN_STORE_SECRET is unset: start the ranks with `kiln run`, which sets it"));
+  static const std::string own = new_job_secret();
+  return own;
+}
 
 namespace {
 
@@ -276,12 +441,40 @@ int connect_to(const std::string& host, int port, Clock::time_point deadline, co
 
 }  // namespace
 
-TcpStore::TcpStore(const std::string& host, int port, int rank, int64_t timeout_ms)
+namespace {
+
+// The client's 'A' request (Note [Store authentication]).
+void prove_secret(int fd, const std::string& secret, const std::string& where) {
+  char status = 0;
+  std::vector<char> reply;
+  if (!send_request(fd, 'A', secret, {}, 0) || !read_reply(fd, status, reply))
+    throw DistributedError(concat("[distributed.store] the store at ", where,
+                                  " closed the connection before this rank could authenticate"));
+  if (status != '+')
+    throw DistributedError(concat("[distributed.store] the store at ", where, " refused this rank: its ",
+                                  "KILN_STORE_SECRET differs from rank 0's (every node of a job needs the same)"));
+}
+
+}  // namespace
+
+TcpStore::TcpStore(const std::string& host, int port, int rank, const std::string& secret, int64_t timeout_ms)
     : where_(concat(host, ":", port)) {
-  if (rank == 0) server_ = std::make_unique<TcpStoreServer>(port);
+  if (rank == 0) {
+    // Waits end with the client's timeout (the server answers '-' at
+    // timeout_ms); a day bounds what a request can ask for.
+    server_ = std::make_unique<TcpStoreServer>(secret, int64_t{86400} * 1000);
+    server_->listen(host, port);
+  }
   fd_ = connect_to(host, port, Clock::now() + std::chrono::milliseconds(timeout_ms), where_);
+  prove_secret(fd_, secret, where_);
   call('H', std::to_string(rank), {}, timeout_ms);
   const int beat_fd = connect_to(host, port, Clock::now() + std::chrono::milliseconds(timeout_ms), where_);
+  try {
+    prove_secret(beat_fd, secret, where_);
+  } catch (...) {
+    ::close(beat_fd);
+    throw;
+  }
   beat_ = std::thread([this, beat_fd, rank] { beat_loop(beat_fd, rank); });
 }
 

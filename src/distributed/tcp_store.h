@@ -20,11 +20,24 @@ namespace kiln::distributed::detail {
 
 class TcpStoreServer;
 
+// Bounds of a request (Note [Store protocol]): a longer key or value, or
+// anything before a connection has proven it knows the job's secret, closes
+// the connection (Note [Store authentication]).
+inline constexpr uint32_t kStoreMaxKeyBytes = 1 << 20;
+inline constexpr uint32_t kStoreMaxValueBytes = 64 << 20;
+
+// The secret the job's connections to its store prove they know:
+// KILN_STORE_SECRET (`kiln run` sets it, the same on every node of a job);
+// a world of one started by hand, which serves its own store, makes one.
+std::string store_secret(int world_size);
+
 class TcpStore {
  public:
   // Connects as `rank` (retrying until timeout_ms, the server may start
-  // later); rank 0 first starts the server on `port` (all interfaces).
-  TcpStore(const std::string& host, int port, int rank, int64_t timeout_ms);
+  // later) and proves it knows `secret`; rank 0 first starts the server on
+  // `port` at `host`'s address (KILN_STORE_BIND names another: 0.0.0.0
+  // for every interface).
+  TcpStore(const std::string& host, int port, int rank, const std::string& secret, int64_t timeout_ms);
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -60,5 +73,10 @@ class TcpStore {
   bool stopping_ = false;
   std::string where_;  // host:port, for errors
 };
+
+// Serves the requests read from `fd` until it closes or breaks the protocol,
+// on a store of its own that knows `secret` and waits at most max_wait_ms:
+// the server's request parser, under libFuzzer (tests/fuzz/store_fuzz.cpp).
+void serve_store_connection(int fd, const std::string& secret, int64_t max_wait_ms);
 
 }  // namespace kiln::distributed::detail

@@ -88,6 +88,7 @@ Tensor load_idx(const std::string& path) {
     check(n == 0 || bytes <= (size_t{1} << 62) / n, op, "'", path, "' claims more elements than it holds");
     bytes *= n;
   }
+  detail::checked_shape_nbytes(shape, dtype, op, "'" + path + "'");
   std::string data;
   in.read(data, bytes + 1);  // one more: trailing bytes are an error too
   check(data.size() == bytes, op, "'", path, "' holds ", data.size() > bytes ? "more than " : "",

@@ -169,4 +169,19 @@ void write_atomically(const std::string& path, const char* op, const std::functi
   }
 }
 
+size_t checked_shape_nbytes(const Shape& shape, DType dtype, const char* op, const std::string& what) {
+  check(shape.size() <= kMaxDims, op, what, " has ", shape.size(), " dims; a tensor has at most ", kMaxDims);
+  std::string why;
+  size_t nbytes = 0;
+  try {
+    nbytes = shape_nbytes(shape, dtype, op);
+    (void)contiguous_strides(shape);
+  } catch (const Error& e) {
+    why = e.what();
+    why.erase(0, why.find("] ") == std::string::npos ? 0 : why.find("] ") + 2);  // its "[op] "
+  }
+  check(why.empty(), op, what, ": ", why);
+  return nbytes;
+}
+
 }  // namespace kiln::io::detail

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "kiln/detail/tensor_impl.h"
+
 namespace kiln::io::detail {
 
 // An open read-only descriptor of a regular file, closed on destruction.
@@ -40,6 +42,13 @@ void set_before_read_hook(std::function<void()> hook);
 // `path`. Temporaries of the same path left by writers that died (their pid
 // no longer runs) are removed first. See Note [Atomic saves] in files.cpp.
 void write_atomically(const std::string& path, const char* op, const std::function<void(int fd)>& write);
+
+// A shape read from a file, checked before a tensor is made of it: at most
+// kMaxDims dims, its element count, byte size (the return) and strides
+// within int64 (Note [Checked sizes]; a zero-size shape has no bytes to bound
+// its strides), else a kiln::Error naming `op` and `what` (the file, the
+// tensor), where the tensor's own checks would name only "empty".
+size_t checked_shape_nbytes(const Shape& shape, DType dtype, const char* op, const std::string& what);
 
 // write(2) until all n bytes are out; errors name `op` and `path`.
 void write_all(int fd, const void* data, size_t n, const std::string& path, const char* op);

@@ -95,6 +95,7 @@ Tensor npy_from_bytes(const std::string& bytes, const std::string& path, const c
     }
     i = j + 1;
   }
+  detail::checked_shape_nbytes(shape, dtype, op, "'" + path + "'");
   check(bytes.size() - offset == count * element_size(dtype), op, "'", path, "' holds ", bytes.size() - offset,
         " bytes of data but its shape ", shape_text(shape), " needs ", count * element_size(dtype));
   if (dtype == kBool) {  // any other byte is not a bool (reading it as one is undefined)

@@ -77,7 +77,7 @@ SafetensorsFile parse(const char* bytes, size_t size, std::shared_ptr<void> keep
     const uint64_t b = entry.begin, e = entry.end;
     check(b <= e && e <= data_size, kOp, "data_offsets [", b, ", ", e, "] of '", name, "' are outside the ",
           data_size, " data bytes");
-    const uint64_t need = shape_nbytes(entry.shape, dt, kOp);  // Note [Checked sizes]
+    const uint64_t need = detail::checked_shape_nbytes(entry.shape, dt, kOp, "'" + name + "'");
     check(e - b == need, kOp, "'", name, "' has ", e - b, " bytes but dtype ", st_name(dt), " and its shape ",
           shape_text(entry.shape), " need ", need);
     ranges.emplace_back(b, e);

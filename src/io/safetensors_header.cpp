@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kiln/detail/tensor_impl.h"
 #include "kiln/error.h"
 
 namespace kiln::io::detail {
@@ -34,6 +35,8 @@ class HeaderReader {
     if (state_ == State::Shape) {
       check(v <= static_cast<uint64_t>(INT64_MAX), op_, "shape of '", entry().name, "' has entry ", v,
             ", which is not a valid size");
+      check(entry().shape.size() < kMaxDims, op_, "shape of '", entry().name, "' has over ", kMaxDims,
+            " dims (a tensor has at most ", kMaxDims, ")");
       entry().shape.push_back(static_cast<int64_t>(v));
       return true;
     }

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <numeric>
 #include <random>
-#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -70,20 +69,29 @@ std::vector<std::string> split_documents(const std::string& text, const std::str
   return docs;
 }
 
-void append_tokens(std::vector<int64_t>& dst, std::string_view text) {
-  for (char c : text) dst.push_back(static_cast<unsigned char>(c));
+void append_tokens(std::vector<uint8_t>& dst, std::string_view text) {
+  dst.insert(dst.end(), text.begin(), text.end());
 }
 
 }  // namespace
 
 TextDataset::TextDataset(const std::string& text, double val_fraction, uint64_t seed, const std::string& separator) {
   check(val_fraction > 0 && val_fraction < 1, "TextDataset", "val_fraction must be in (0, 1) but got ", val_fraction);
-  std::set<std::string> seen;
+  // Duplicates found by sorting the documents' places (stable: the first of
+  // equal documents stays), not by a set of copies: memory stays near twice
+  // the text's size (the text, its documents, then their tokens).
+  std::vector<std::string> docs = split_documents(text, separator_for(text, separator));
+  std::vector<size_t> by_text(docs.size());
+  std::iota(by_text.begin(), by_text.end(), 0);
+  std::stable_sort(by_text.begin(), by_text.end(), [&](size_t a, size_t b) { return docs[a] < docs[b]; });
+  std::vector<bool> duplicate(docs.size(), false);
+  for (size_t i = 1; i < by_text.size(); ++i) duplicate[by_text[i]] = docs[by_text[i]] == docs[by_text[i - 1]];
   std::vector<std::string> unique;
-  for (auto& d : split_documents(text, separator_for(text, separator))) {
-    if (seen.insert(d).second) unique.push_back(std::move(d));
-    else ++duplicates_;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (duplicate[i]) ++duplicates_;
+    else unique.push_back(std::move(docs[i]));
   }
+  docs = {};
   check(!unique.empty(), "TextDataset", "the text holds no document (it is empty, or only separator lines)");
   documents_ = static_cast<int64_t>(unique.size());
   by_position_ = unique.size() < kMinDocumentsToSplit;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <iostream>
 #include <span>
 #include <sstream>
 
@@ -293,10 +294,18 @@ void load_extension(const std::string& path) {
 void load_extensions_from_environment() {
   const char* list = std::getenv("KILN_EXTENSIONS");
   if (!list) return;
+  // Every entry is tried: one that cannot load is reported (once: the list is
+  // read once per process) and does not keep the others' ops away.
   std::stringstream paths(list);
   std::string path;
-  while (std::getline(paths, path, ':'))
-    if (!path.empty()) load_extension(path);
+  while (std::getline(paths, path, ':')) {
+    if (path.empty()) continue;
+    try {
+      load_extension(path);
+    } catch (const Error& e) {
+      std::cerr << "kiln: warning: KILN_EXTENSIONS: " << e.what() << "\n";
+    }
+  }
 }
 
 }  // namespace kiln

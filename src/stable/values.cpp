@@ -21,7 +21,12 @@ DType dtype_from(int32_t code) {
 Device device_from(int32_t type, int32_t index) {
   if (type < 0 || type >= kNumDeviceTypes)
     throw AbiError(KILN_ERROR_INVALID_ARGUMENT, "device type code " + std::to_string(type) + " names no device type");
-  return Device(static_cast<DeviceType>(type), index);
+  const Device device(static_cast<DeviceType>(type), index);
+  // The CPU and meta are one device each (PyTorch refuses cpu:5 the same way).
+  if (index != -1 && index != 0 && (device.is_cpu() || device.is_meta()))
+    throw AbiError(KILN_ERROR_INVALID_ARGUMENT, std::string(device.is_cpu() ? "CPU" : "meta") +
+                                                    " device index must be -1 or 0, got " + std::to_string(index));
+  return device;
 }
 
 Shape shape_from(const int64_t* values, int64_t n, const char* what) {

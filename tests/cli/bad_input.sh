@@ -45,6 +45,13 @@ expect_failure "is not ADDR:PORT" run --nnodes 2 --master 10.0.0.1 true
 expect_failure "is not ADDR:PORT" run --nnodes 2 --master :29500 true
 expect_failure "is not ADDR:PORT" run --nnodes 2 --master host:99999 true
 expect_failure "is not ADDR:PORT" run --nnodes 2 --master host:29x true
+expect_failure "--grace" run --grace nan true
+expect_failure "--nproc" run --nproc 0x2 true
+export MASTER_PORT=abc
+expect_failure "MASTER_PORT 'abc' is not a TCP port" run --nproc 1 true
+unset MASTER_PORT
+unset KILN_STORE_SECRET  # (a job of several nodes brings its own)
+expect_failure "needs KILN_STORE_SECRET" run --nnodes 2 --master 10.0.0.1:29500 true
 for flag in "--steps 0" "--steps -5" "--steps 99999999999999999999" "--layers -1" "--layers 0" "--heads 0" \
             "--width 0" "--context 0" "--batch 0" "--eval-every 0" "--eval-every -1" "--threads 0" "--threads -1" \
             "--seed -1" "--seed 0x10" "--steps 1e3" "--lr inf" "--lr nan" "--lr -1" "--lr abc" "--time-limit -1"; do
@@ -79,8 +86,13 @@ timeout 120 "$KILN" train "${SMALL[@]}" --steps 4 --eval-every 2 --out m.safeten
   { echo "FAIL: training the small model:"; cat err.txt; exit 1; }
 expect_failure "--overwrite" train "${SMALL[@]}" --steps 4 --out m.safetensors
 expect_failure "--layers 2 conflicts" train --data text.txt --layers 2 "${SIZES[@]}" --steps 8 --resume --out m.safetensors
+expect_failure "--experts 1 must be 0 (a dense MLP) or at least 2" train "${SMALL[@]}" --steps 4 --experts 1 --out x.safetensors
 expect_failure "nothing to train" train --data text.txt --steps 4 --resume --out m.safetensors
 expect_failure "no checkpoint" train --data text.txt --steps 8 --resume --out absent.safetensors
+# (about 60 GiB for this small model: refused below 120 GiB of memory)
+if (( $(awk '/^MemTotal/ {print $2}' /proc/meminfo) < 120 * 1024 * 1024 )); then
+  expect_failure "--batch 1048576 needs about" eval --ckpt m.safetensors --data text.txt --batch 1048576
+fi
 cp m.safetensors before.safetensors
 expect_failure "loss is" train "${SMALL[@]}" --steps 50 --lr 1000 --out m.safetensors --overwrite
 cmp -s m.safetensors before.safetensors || { echo "FAIL: a diverged run replaced the checkpoint"; failures=$((failures + 1)); }

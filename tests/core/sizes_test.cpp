@@ -19,6 +19,11 @@ TEST(CheckedSizes, ShapeNumelRefusesOverflowAndNegatives) {
   expect_error([] { shape_numel({2, -1}, "op"); }, {"[op]", "negative dimension -1", "[2, -1]"});
   expect_error([] { shape_nbytes({k2p62}, kFloat32, "op"); }, {"[op]", "[4611686018427387904]", "float32", "bytes"});
   EXPECT_EQ(shape_nbytes({k2p40, 3}, kFloat32, "op"), size_t{12} << 40);
+  // At most 64 dims, as in PyTorch: views and factories alike.
+  EXPECT_EQ(shape_numel(Shape(64, 1)), 1);
+  expect_error([] { shape_numel(Shape(65, 1), "op"); }, {"[op]", "a shape of 65 dims", "at most 64"});
+  expect_error([] { empty(Shape(65, 1)); }, {"[empty]", "at most 64"});
+  expect_error([] { ones({1}).view(Shape(65, 1)); }, {"65 dims", "at most 64"});
 }
 
 TEST(CheckedSizes, FactoriesRefuseSizesThatDoNotFit) {

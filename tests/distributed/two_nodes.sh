@@ -29,6 +29,8 @@ for side in "$ns_a $if_a $net.1" "$ns_b $if_b $net.2"; do
 done
 filter='ProcessGroup*:DistributedDataParallel*:MoE*'
 master=$net.1:29500
+# One secret for both nodes: their ranks prove with it to the store that they belong to the job.
+export KILN_STORE_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d " \n")
 export KILN_DIST_TIMEOUT_MS=60000
 fail=0
 # backend: auto (symm inside each node, gloo across), then gloo alone.

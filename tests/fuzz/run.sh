@@ -12,7 +12,7 @@ WORK=${FUZZ_WORK:-$(mktemp -d)}
 export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1
 failed=0
-for target in safetensors checkpoint cli_args data_files; do
+for target in safetensors checkpoint cli_args data_files store; do
   mkdir -p "$WORK/$target" "$WORK/artifacts"
   log="$WORK/$target.log"
   "$BIN/fuzz-$target" -max_total_time="$SECONDS_EACH" -dict="$HERE/dict/$target.dict" -rss_limit_mb=4096 \

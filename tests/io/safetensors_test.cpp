@@ -139,6 +139,18 @@ TEST(Safetensors, SizesThatOverflowAreRefused) {
                      {"[safetensors]", "9223372036854775808", "not a valid size"});
   expect_both_refuse(header_bytes(R"({"x":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,0]}})", ""),
                      {"[safetensors]", "shape of 'x'"});
+  // No elements, but strides past int64: refused naming the tensor (the
+  // tensor's own check named only "[empty]").
+  expect_both_refuse(
+      header_bytes(R"({"x":{"dtype":"U8","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}})", ""),
+      {"[safetensors]", "'x': shape [0, 1099511627776, 1099511627776] has strides beyond int64"});
+  // At most 64 dims, refused while the header is read (a header of 40
+  // million dims was accepted).
+  std::string dims = "1";
+  for (int d = 1; d < 65; ++d) dims += ",1";
+  expect_both_refuse(
+      header_bytes(R"({"x":{"dtype":"U8","shape":[)" + dims + R"(],"data_offsets":[0,1]}})", std::string(1, '\0')),
+      {"[safetensors]", "shape of 'x' has over 64 dims"});
 }
 
 TEST(Safetensors, RefusesWhatTheFormatForbids) {

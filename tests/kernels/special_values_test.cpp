@@ -38,10 +38,13 @@ struct EdgeCase {
 
 // References in double, in forms that do not cancel for negative x (the
 // textbook 0.5 x (1 + erf(x / sqrt 2)) is 0 in double below x = -8.3).
+// gelu, silu and mish at -inf: their limit, -0 as on the finite tail (not
+// IEEE's -inf * 0 = NaN).
+double at_minus_inf(double x, double r) { return x == -kInf ? -0.0 : r; }
 double sigmoid_ref(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
-double gelu_ref(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+double gelu_ref(double x) { return at_minus_inf(x, 0.5 * x * std::erfc(-x / std::sqrt(2.0))); }
 double gelu_tanh_ref(double x) {  // 0.5 x (1 + tanh(u)) = x sigmoid(2u)
-  return x * sigmoid_ref(2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x));
+  return at_minus_inf(x, x * sigmoid_ref(2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
 std::vector<EdgeCase> edge_cases() {
@@ -59,7 +62,8 @@ std::vector<EdgeCase> edge_cases() {
       {"erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }, 8, -6, 6},
       {"gelu", [](const Tensor& x) { return gelu(x); }, gelu_ref, 8, -12, 12, true},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, 8, -12, 12, true},
-      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, 4, -80, 80},
+      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return at_minus_inf(x, x * sigmoid_ref(x)); }, 4,
+       -80, 80},
       {"pow2.5", [](const Tensor& x) { return pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 1, 0, 1e6},
       {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }, [](double x) { return x > 0 ? x : x * 0.1; },
        1, -1e6, 1e6},
@@ -70,7 +74,7 @@ std::vector<EdgeCase> edge_cases() {
       {"hardswish", [](const Tensor& x) { return hardswish(x); },
        [](double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }, 2, -5, 5},
       {"mish", [](const Tensor& x) { return mish(x); },
-       [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, 8, -30, 30},
+       [](double x) { return at_minus_inf(x, x * std::tanh(std::log1p(std::exp(x)))); }, 8, -30, 30},
       {"log2", [](const Tensor& x) { return log2(x); }, [](double x) { return std::log2(x); }, 4, 1e-6, 1e6},
       {"log10", [](const Tensor& x) { return log10(x); }, [](double x) { return std::log10(x); }, 4, 1e-6, 1e6},
       {"exp2", [](const Tensor& x) { return exp2(x); }, [](double x) { return std::exp2(x); }, 4, -150, 128},

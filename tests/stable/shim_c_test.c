@@ -96,6 +96,9 @@ int main(void) {
   EXPECT(kiln_call_op("mm", stack, 2, 1) == KILN_ERROR_RUNTIME); /* (2, 3) @ (2, 3) */
   EXPECT(strstr(kiln_last_error(), "[mm]") != NULL);
   EXPECT(kiln_tensor_empty(sizes, 2, 99, kiln_device_type_cpu(), 0, &sum) == KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT(kiln_tensor_empty(sizes, 2, kiln_dtype_float32(), kiln_device_type_cpu(), 5, &sum) ==
+         KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(kiln_last_error(), "CPU device index must be -1 or 0, got 5") != NULL);
   stack[1].kind = 42;
   EXPECT(kiln_call_op("add", stack, 2, 1) == KILN_ERROR_INVALID_ARGUMENT);
   KilnTensorHandle undefined = NULL;

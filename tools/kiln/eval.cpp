@@ -3,6 +3,10 @@
 // `kiln train --task fashion-mnist` checkpoint, or the validation loss of a
 // GPT checkpoint of `kiln train` (the validation windows its evaluations
 // use, from the corpus it was trained on: --data or the fortunes).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include "checkpoint.h"
@@ -19,9 +23,26 @@ struct EvalArgs {
   int64_t batches = 16, batch = 16;
 };
 
+// Refuses a --batch whose forward would not fit in this machine's memory
+// (it would grow until the allocator failed, or the kernel's OOM killer
+// came): the peak of one forward, roughly, is the logits with
+// cross-entropy's two temporaries of them, and a layer's activations with
+// its attention scores, in float32.
+void check_batch_fits(const nn::GPTConfig& c, int64_t batch) {
+  const double per_sequence = 4.0 * static_cast<double>(c.block_size) *
+                              static_cast<double>(3 * c.vocab_size + 8 * c.n_embd + c.n_head * c.block_size);
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  const double gib = 1024.0 * 1024 * 1024;
+  const auto fits = static_cast<int64_t>(memory / 2 / per_sequence);
+  check(static_cast<double>(batch) <= static_cast<double>(fits), "eval", "--batch ", batch, " needs about ",
+        std::ceil(static_cast<double>(batch) * per_sequence / gib), " GiB for one forward of this model, over half of ",
+        "this machine's ", std::floor(memory / gib), " GiB: use --batch ", std::max<int64_t>(fits, 1), " or less");
+}
+
 void eval_gpt(const EvalArgs& a) {
   TrainState st;
   auto model = load_model(a.ckpt, &st);
+  check_batch_fits(model->config(), a.batch);
   model->eval();
   if (a.quantize == "int8") std::cerr << "int8: " << quant::quantize_dynamic(*model) << " Linear layers quantized\n";
   const std::string text = a.data.empty() ? default_corpus() : io::read_file(a.data);

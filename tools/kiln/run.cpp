@@ -12,11 +12,15 @@
 // before they met) are removed.
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "flags.h"
 #include "kiln/distributed.h"
 #include "kiln/error.h"
 
@@ -43,13 +48,14 @@ std::string describe(int status) {
   return "stopped with status " + std::to_string(status);
 }
 
-pid_t start_rank(const JobLayout& job, int local_rank, const std::string& secret,
-                 const std::vector<std::string>& command) {
+pid_t start_rank(const JobLayout& job, int local_rank, const std::string& secret, const std::string& store_secret,
+                 const sigset_t& rank_mask, const std::vector<std::string>& command) {
   const int rank = job.global_rank(local_rank);
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("[kiln run] fork failed: ") + std::strerror(errno));
   if (pid > 0) return pid;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a rank never outlives its launcher
+  ::sigprocmask(SIG_SETMASK, &rank_mask, nullptr);  // the signals the launcher holds for itself
   ::setenv("RANK", std::to_string(rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(job.nnodes * job.nproc).c_str(), 1);
@@ -58,6 +64,7 @@ pid_t start_rank(const JobLayout& job, int local_rank, const std::string& secret
   ::setenv("MASTER_ADDR", job.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(job.master_port).c_str(), 1);
   ::setenv("KILN_JOB_SECRET", secret.c_str(), 1);
+  ::setenv("KILN_STORE_SECRET", store_secret.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -115,71 +122,135 @@ JobLayout single_node_job(int nproc) {
   const char* port = std::getenv("MASTER_PORT");
   JobLayout job{nproc};
   job.master_addr = addr && *addr ? addr : "127.0.0.1";
-  job.master_port = port && *port ? std::atoi(port) : free_port();
+  if (!port || !*port) {
+    job.master_port = free_port();
+  } else {
+    const char* end = port + std::strlen(port);
+    int p = 0;
+    const auto [stop, ec] = std::from_chars(port, end, p);
+    if (ec != std::errc() || stop != end || p < 1 || p > 65535)
+      throw Error(std::string("[kiln run] MASTER_PORT '") + port + "' is not a TCP port (1 to 65535)");
+    job.master_port = p;
+  }
   return job;
 }
 
+// Note [The launcher's signals]
+// SIGTERM, SIGINT and SIGHUP sent to `kiln run` (a scheduler ending the
+// job, Ctrl-C, a closed terminal) are held from before the first rank
+// starts (blocked, read from a signalfd, with SIGCHLD, so one poll waits for
+// both): whatever stage the job is in, the launcher forwards the signal to
+// its ranks, gives them --grace seconds, then SIGKILL, removes the job's
+// segments from /dev/shm and dies by the same signal. Only SIGKILL of the
+// launcher itself leaves segments behind: its ranks die with it (the
+// parent-death signal), but nobody is left to clean up.
 std::string launch_ranks(const JobLayout& job, double grace_s, const std::vector<std::string>& command) {
   const std::string secret = distributed::new_job_secret();
+  // The store's secret is not the segments' (their names, in /dev/shm, are
+  // listed to every user); a job of several nodes brings its own.
+  const char* given = std::getenv("KILN_STORE_SECRET");
+  const std::string store_secret = given && *given ? given : distributed::new_job_secret();
+  sigset_t held, rank_mask;
+  sigemptyset(&held);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&held, sig);
+  ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the ranks before waitpid sees them
+  ::sigprocmask(SIG_BLOCK, &held, &rank_mask);
+  const int signals = ::signalfd(-1, &held, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signals < 0) {
+    ::sigprocmask(SIG_SETMASK, &rank_mask, nullptr);
+    throw Error(std::string("[kiln run] signalfd failed: ") + std::strerror(errno));
+  }
   const int nproc = job.nproc;
   std::vector<pid_t> pids;
-  for (int r = 0; r < nproc; ++r) pids.push_back(start_rank(job, r, secret, command));
-  int running = nproc;
+  int running = 0;
   std::string failure;
   bool stopping = false;
+  int stop_signal = 0;
   auto deadline = std::chrono::steady_clock::time_point::max();
+  auto stop_ranks = [&](int sig) {
+    for (pid_t p : pids)
+      if (p > 0) ::kill(p, sig);
+    stopping = true;
+    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  };
+  try {
+    for (int r = 0; r < nproc; ++r, ++running)
+      pids.push_back(start_rank(job, r, secret, store_secret, rank_mask, command));
+  } catch (const Error& e) {
+    failure = e.what();
+    stop_ranks(SIGKILL);
+  }
   while (running > 0) {
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, stopping ? WNOHANG : 0);
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid < 0) break;
-    if (pid == 0) {  // stopping, nobody exited yet
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids)
-          if (p > 0) ::kill(p, SIGKILL);
-        deadline = std::chrono::steady_clock::time_point::max();
+    pid_t pid;
+    while (running > 0 && (pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      int rank = -1;
+      for (int r = 0; r < static_cast<int>(pids.size()); ++r)
+        if (pids[r] == pid) rank = r;
+      if (rank < 0) continue;
+      const int global_rank = job.global_rank(rank);
+      pids[rank] = -1;
+      --running;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !stopping) {
+        failure = "rank " + std::to_string(global_rank) + " " + describe(status);
+        std::cerr << "kiln run: " << failure << "; stopping the other ranks\n";
+        stop_ranks(SIGTERM);
+      } else if (!ok) {
+        std::cerr << "kiln run: rank " << global_rank << " " << describe(status) << "\n";
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      continue;
     }
-    int rank = -1;
-    for (int r = 0; r < nproc; ++r)
-      if (pids[r] == pid) rank = r;
-    if (rank < 0) continue;
-    const int global_rank = job.global_rank(rank);
-    pids[rank] = -1;
-    --running;
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && !stopping) {
-      failure = "rank " + std::to_string(global_rank) + " " + describe(status);
-      std::cerr << "kiln run: " << failure << "; stopping the other ranks\n";
-      stopping = true;
+    if (running == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
       for (pid_t p : pids)
-        if (p > 0) ::kill(p, SIGTERM);
-      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
-    } else if (!ok) {
-      std::cerr << "kiln run: rank " << global_rank << " " << describe(status) << "\n";
+        if (p > 0) ::kill(p, SIGKILL);
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+    // A signal (a rank's SIGCHLD included) or the end of the grace period.
+    int wait_ms = -1;
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, int64_t{1} << 30));
+    }
+    pollfd ready{signals, POLLIN, 0};
+    ::poll(&ready, 1, wait_ms);
+    signalfd_siginfo info;
+    while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD || stop_signal != 0) continue;
+      stop_signal = sig;
+      const char* name = sigabbrev_np(sig);
+      failure = std::string("got SIG") + (name ? name : "?") + ", stopped the ranks";
+      std::cerr << "kiln run: got SIG" << (name ? name : "?") << "; stopping the ranks\n";
+      stop_ranks(sig);
     }
   }
+  ::close(signals);
   remove_segments(secret);
+  ::sigprocmask(SIG_SETMASK, &rank_mask, nullptr);
+  if (stop_signal != 0) {  // ends as the signal would have ended it
+    std::cout.flush();
+    std::cerr.flush();
+    ::signal(stop_signal, SIG_DFL);
+    ::raise(stop_signal);
+  }
   return failure;
 }
 
 void add_run(CLI::App& app, bool execute) {
   auto* cmd = app.add_subcommand("run", "start N ranks of a program on this machine, one node of a job (as torchrun)");
-  auto nproc = std::make_shared<int>(1);
-  auto nnodes = std::make_shared<int>(1);
-  auto node_rank = std::make_shared<int>(0);
+  auto nproc = std::make_shared<int64_t>(1);
+  auto nnodes = std::make_shared<int64_t>(1);
+  auto node_rank = std::make_shared<int64_t>(0);
   auto master = std::make_shared<std::string>();
   auto grace = std::make_shared<double>(5.0);
-  cmd->add_option("--nproc", *nproc, "number of ranks on this node")->check(CLI::Range(1, 1024));
-  cmd->add_option("--nnodes", *nnodes, "number of nodes (machines) in the job, each started by its own kiln run")
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--node-rank", *node_rank, "this node's place in the job, 0 to nnodes - 1")
-      ->check(CLI::Range(0, 1023));
+  add_int_flag(*cmd, "--nproc", *nproc, 1, 1024, "number of ranks on this node");
+  add_int_flag(*cmd, "--nnodes", *nnodes, 1, 1024,
+               "number of nodes (machines) in the job, each started by its own kiln run");
+  add_int_flag(*cmd, "--node-rank", *node_rank, 0, 1023, "this node's place in the job, 0 to nnodes - 1");
   cmd->add_option("--master", *master, "ADDR:PORT where rank 0 (on node 0) serves the job's store");
-  cmd->add_option("--grace", *grace, "seconds between SIGTERM and SIGKILL when stopping ranks")
-      ->check(CLI::Range(0.0, 3600.0));
+  add_real_flag(*cmd, "--grace", *grace, 0.0, 3600.0, "seconds between SIGTERM and SIGKILL when stopping ranks");
   cmd->prefix_command();  // PROGRAM and its arguments are left as they are
   cmd->callback([cmd, nproc, nnodes, node_rank, master, grace, execute] {
     const std::vector<std::string> command = cmd->remaining();
@@ -190,10 +261,16 @@ void add_run(CLI::App& app, bool execute) {
     if (*nnodes > 1 && master->empty())
       throw Error("[kiln run] a job of " + std::to_string(*nnodes) +
                   " nodes needs --master ADDR:PORT (where node 0's rank 0 serves the store), the same on every node");
-    JobLayout job{*nproc, *nnodes, *node_rank};
+    JobLayout job{static_cast<int>(*nproc), static_cast<int>(*nnodes), static_cast<int>(*node_rank)};
     if (!master->empty()) parse_master(*master, job);
+    const char* store_secret = std::getenv("KILN_STORE_SECRET");
+    if (*nnodes > 1 && (!store_secret || !*store_secret))
+      throw Error("[kiln run] a job of " + std::to_string(*nnodes) +
+                  " nodes needs KILN_STORE_SECRET in the environment, the same on every node (its ranks prove with "
+                  "it that they belong to the job; e.g. export KILN_STORE_SECRET=$(od -An -N16 -tx1 /dev/urandom | "
+                  "tr -d ' \\n'))");
     if (!execute) return;
-    if (master->empty()) job = single_node_job(*nproc);
+    if (master->empty()) job = single_node_job(static_cast<int>(*nproc));
     std::cout.flush();
     const std::string failure = launch_ranks(job, *grace, command);
     if (!failure.empty()) throw Error("[kiln run] " + failure);

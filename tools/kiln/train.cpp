@@ -171,6 +171,9 @@ void run(const TrainArgs& a) {
     check(distributed::get_world_size() == a.nproc, "train", "--nproc ", a.nproc, " but the job has ",
           distributed::get_world_size(), " ranks");
   }
+  const int64_t top_k = nn::GPTConfig{}.expert_top_k;
+  check(a.experts == 0 || a.experts >= top_k, "train", "--experts ", a.experts, " must be 0 (a dense MLP) or at least ",
+        top_k, " (each token goes to its top ", top_k, " experts)");
   // Experts are sharded over the ranks: each rank holds n_experts / nproc.
   const bool sharded_experts = a.nproc > 1 && a.experts > 0;
   check(!sharded_experts || a.experts % a.nproc == 0, "train", "--experts ", a.experts,

@@ -99,7 +99,9 @@ std::ostream& operator<<(std::ostream& os, ShapeText t);
 // through these, never by multiplying sizes itself: a negative size or a
 // count or byte size that does not fit in int64 is a kiln::Error naming `op`
 // and the shape, where an unchecked product would wrap to a small or negative
-// number and a kernel would write past the buffer it sized from it.
+// number and a kernel would write past the buffer it sized from it. A shape
+// has at most kMaxDims dims (as in PyTorch).
+inline constexpr size_t kMaxDims = 64;
 int64_t shape_numel(const Shape& sizes, const char* op = "numel");
 // numel x element size, checked the same way.
 size_t shape_nbytes(const Shape& sizes, DType dtype, const char* op);

@@ -460,20 +460,30 @@ struct Relu {
   KILN_PW_INLINE static double f(double x) { return x > 0.0 || x != x ? x : 0.0; }
 };
 // x Phi(x) = x erfc(-x / sqrt 2) / 2: no cancellation for negative x.
+// x s(x) for an s that vanishes as x -> -inf (gelu, silu, mish): at -inf
+// the limit, -0 as on the finite tail, where IEEE's -inf * 0 is NaN (which
+// PyTorch 2.9 returns: its issues 185770 and 160876; its fixes return 0).
+KILN_PW_INLINE float limit_at_minus_inf(float x, float r) { return x == -__builtin_inff() ? -0.0f : r; }
+KILN_PW_INLINE double limit_at_minus_inf(double x, double r) { return x == -__builtin_inf() ? -0.0 : r; }
+
 struct GeluErf {
-  KILN_PW_INLINE static float f(float x) { return x * (0.5f * erfc_f(x * -0.707106781f)); }
-  KILN_PW_INLINE static double f(double x) { return 0.5 * x * __builtin_erfc(-x * 0.70710678118654752); }
+  KILN_PW_INLINE static float f(float x) { return limit_at_minus_inf(x, x * (0.5f * erfc_f(x * -0.707106781f))); }
+  KILN_PW_INLINE static double f(double x) {
+    return limit_at_minus_inf(x, 0.5 * x * __builtin_erfc(-x * 0.70710678118654752));
+  }
 };
 struct GeluTanh {
   KILN_PW_INLINE static float f(float x) {
     const float u2 = static_cast<float>(2 * kGeluK) * mad(static_cast<float>(kGeluC) * (x * x), x, x);
-    return sigmoid_times_f(u2, x);
+    return limit_at_minus_inf(x, sigmoid_times_f(u2, x));
   }
-  KILN_PW_INLINE static double f(double x) { return sigmoid_times_d(2 * kGeluK * (x + kGeluC * x * x * x), x); }
+  KILN_PW_INLINE static double f(double x) {
+    return limit_at_minus_inf(x, sigmoid_times_d(2 * kGeluK * (x + kGeluC * x * x * x), x));
+  }
 };
 struct Silu {
-  KILN_PW_INLINE static float f(float x) { return sigmoid_times_f(x, x); }
-  KILN_PW_INLINE static double f(double x) { return sigmoid_times_d(x, x); }
+  KILN_PW_INLINE static float f(float x) { return limit_at_minus_inf(x, sigmoid_times_f(x, x)); }
+  KILN_PW_INLINE static double f(double x) { return limit_at_minus_inf(x, sigmoid_times_d(x, x)); }
 };
 struct Erf {
   KILN_PW_INLINE static float f(float x) { return erf_f(x); }
@@ -603,8 +613,10 @@ struct Hardswish {
 };
 // x tanh(log(1 + e^x)).
 struct Mish {
-  KILN_PW_INLINE static float f(float x) { return x * tanh_f(log1p_f(exp_f(x))); }
-  KILN_PW_INLINE static double f(double x) { return x * __builtin_tanh(__builtin_log1p(__builtin_exp(x))); }
+  KILN_PW_INLINE static float f(float x) { return limit_at_minus_inf(x, x * tanh_f(log1p_f(exp_f(x)))); }
+  KILN_PW_INLINE static double f(double x) {
+    return limit_at_minus_inf(x, x * __builtin_tanh(__builtin_log1p(__builtin_exp(x))));
+  }
 };
 
 // a + alpha * b rounds the product first on every side (no FMA: it would make

@@ -210,7 +210,11 @@ Tensor GPT::generate(Tensor idx, int64_t tokens, double temperature, int64_t top
     if (temperature <= 0) {
       next = argmax(logits, -1, true);
     } else {
-      logits = logits / temperature;
+      // Shifted by the largest logit first: at a temperature so small that
+      // logit / temperature overflows (below about 1e-37), the largest is 0
+      // and the rest -inf, which samples greedily, where inf - inf would give
+      // softmax NaN.
+      logits = (logits - amax(logits, {-1}, true)) / temperature;
       if (top_k > 0 && top_k < logits.size(-1)) {
         const Tensor kth = std::get<0>(topk(logits, top_k, -1)).narrow(-1, top_k - 1, 1);
         logits = masked_fill(logits, logits < kth, -std::numeric_limits<double>::infinity());
