@@ -3,9 +3,15 @@
 // node and a string per key, a vector per array) and keeps the last of two
 // equal keys silently. Its SAX interface hands us each event instead; a
 // small state machine accepts exactly the safetensors layout and stores
-// entries straight into HeaderEntry, so memory stays near the header's own
-// size, and a duplicate or a value of the wrong kind is refused where it
-// occurs with a message naming the entry.
+// entries straight into HeaderEntry, and a duplicate or a value of the
+// wrong kind is refused where it occurs with a message naming the entry.
+// Memory is then a fixed cost per entry rather than per header byte: a
+// HeaderEntry (name, dtype, shape) and its name in the duplicate check, a
+// few hundred bytes, then the Tensor the loader makes of it. Measured: a
+// 98 MB header of 1.38 million one-element entries peaks at 0.97 GB for the
+// whole load (`/usr/bin/time -v kiln generate --ckpt` of such a file), about
+// 700 bytes per entry, the file's own bytes included; a header of few,
+// large tensors costs about its own size.
 #include "io/safetensors_header.h"
 
 #include <nlohmann/json.hpp>

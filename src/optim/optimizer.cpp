@@ -1,11 +1,14 @@
 // The optimizer base: parameter groups, per-parameter state and its
 // PyTorch-layout state dict; gradient clipping and the warmup + cosine schedule.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "kiln/autograd.h"
 #include "kiln/error.h"
 #include "kiln/optim.h"
+#include "optim/state_slot.h"
 
 namespace kiln::optim {
 namespace {
@@ -112,12 +115,38 @@ nn::StateDict Optimizer::state_dict() const {
 // finite number (a flag 0 or 1) and pass the optimizer's own check_group;
 // the parameter numbers must be the ones state_dict writes; a step must be a
 // whole number >= 0; a state tensor must have its parameter's shape (only
-// the per-parameter numbers of kScalarStates are scalars); and every key must
-// be one of these, so a stray or misspelt entry is an error, not ignored.
+// the per-parameter numbers of kScalarStates are scalars) and a name the
+// optimizer holds, and a parameter that has taken steps must have every
+// tensor its optimizer keeps for its group (Adam's exp_avg and exp_avg_sq,
+// max_exp_avg_sq with amsgrad: detail::StateNames, registered with each
+// optimizer), where a missing one would silently restart from zeros; and
+// every key must be one of these, so a stray or misspelt entry is an error,
+// not ignored.
 namespace {
 const std::set<std::string> kFlagOptions = {"amsgrad", "nesterov", "centered", "decoupled_weight_decay"};
 const std::set<std::string> kScalarStates = {"mu_product"};  // NAdam's
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::map<std::string, detail::StateNames>& state_names_registry() {
+  static std::map<std::string, detail::StateNames> registry;
+  return registry;
+}
 }  // namespace
+
+bool detail::register_state_names(const std::string& optimizer, StateNames names) {
+  state_names_registry()[optimizer] = std::move(names);
+  return true;
+}
+
+const detail::StateNames* detail::find_state_names(const std::string& optimizer) {
+  const auto it = state_names_registry().find(optimizer);
+  return it == state_names_registry().end() ? nullptr : &it->second;
+}
 
 void Optimizer::load_state_dict(const nn::StateDict& s) {
   const char* op = "load_state_dict";
@@ -190,6 +219,16 @@ void Optimizer::load_state_dict(const nn::StateDict& s) {
         check(t.sizes() == p.sizes(), op, name_.c_str(), " state '", k, "' has shape ", shape_text(t.sizes()),
               " but its parameter has ", shape_text(p.sizes()));
         state[i].tensors[name] = t.to(p.dtype()).clone();
+      }
+      if (const detail::StateNames* names = detail::find_state_names(name_)) {
+        for (const auto& [name, t] : state[i].tensors)
+          check(std::find(names->allowed.begin(), names->allowed.end(), name) != names->allowed.end(), op,
+                name_.c_str(), " state '", pk, name, "' is no state of ", name_, " (it keeps ",
+                listed(names->allowed), ")");
+        if (state[i].step > 0)
+          for (const std::string& name : names->required(groups[gi]))
+            check(state[i].tensors.count(name), op, name_.c_str(), " state of parameter ", i, " has taken ",
+                  state[i].step, state[i].step == 1 ? " step" : " steps", " but has no '", pk, name, "'");
       }
       ++i;
     }

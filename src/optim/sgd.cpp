@@ -1,6 +1,7 @@
 // SGD with momentum, dampening, Nesterov and weight decay (PyTorch's rule).
 #include "kiln/error.h"
 #include "kiln/optim.h"
+#include "optim/state_slot.h"
 
 namespace kiln::optim {
 namespace {
@@ -42,5 +43,13 @@ void SGD::step() {
     p.sub_(g, grp["lr"]);
   });
 }
+
+namespace {
+const bool sgd_names = detail::register_state_names("SGD", {{"momentum_buffer"}, [](const ParamGroup& g) {
+                                                              return g["momentum"] != 0
+                                                                         ? std::vector<std::string>{"momentum_buffer"}
+                                                                         : std::vector<std::string>{};
+                                                            }});
+}  // namespace
 
 }  // namespace kiln::optim

@@ -1,14 +1,29 @@
-// The optimizers' per-parameter state tensors, made on first use, and the
-// checks the Adam family shares.
+// The optimizers' per-parameter state tensors, made on first use, their
+// names, and the checks the Adam family shares.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
 
 namespace kiln::optim::detail {
+
+// The state tensors of an optimizer's parameters (Note [A loaded optimizer
+// state is checked whole]): those a parameter of `group` holds once it has
+// taken a step, and every name the optimizer may hold. Each optimizer's file
+// registers its own; an optimizer without (a user's) is not checked by name.
+struct StateNames {
+  std::vector<std::string> allowed;
+  std::function<std::vector<std::string>(const ParamGroup& group)> required;
+};
+// For the optimizer called `optimizer` (its state_dict's name); true, for a
+// static initializer.
+bool register_state_names(const std::string& optimizer, StateNames names);
+const StateNames* find_state_names(const std::string& optimizer);
 
 // The state tensor `name` of a parameter p: on first use, p's shape filled
 // with `initial` (zeros_like for 0, the op AdamW's compiled steps trace).

@@ -443,6 +443,13 @@ TEST(Optim, ALoadedStateIsCheckedWhole) {
   refused("param_groups.0.params", tensor<int64_t>({7, 1}), {"parameter number 7 at position 0 (expected 0)"});
   refused("param_groups.0.params", tensor<double>({0, 1}), {"not a list of parameter numbers"});
   refused("param_groups.0.beta2", Tensor(), {"Adam state has no 'param_groups.0.beta2'"});
+  // A moment missing from a parameter that has taken steps (it would restart
+  // from zeros), one Adam does not keep, max_exp_avg_sq missing with amsgrad.
+  refused("state.0.exp_avg", Tensor(), {"parameter 0 has taken 1 step but has no 'state.0.exp_avg'"});
+  refused("state.1.exp_avg_sq", Tensor(), {"has no 'state.1.exp_avg_sq'"});
+  refused("state.0.momentum_buffer", zeros({2, 3}, kFloat64),
+          {"'state.0.momentum_buffer' is no state of Adam", "exp_avg, exp_avg_sq, max_exp_avg_sq"});
+  refused("param_groups.0.amsgrad", number(1), {"has no 'state.0.max_exp_avg_sq'"});
   b.load_state_dict(good);  // and the state it came from still loads
   EXPECT_EQ(b.steps(), 1);
 }
