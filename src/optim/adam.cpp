@@ -102,7 +102,8 @@ std::vector<std::string> adam_state(const ParamGroup& g) {
   return {"exp_avg", "exp_avg_sq"};
 }
 const bool adam_names = detail::register_state_names("Adam", {{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, adam_state});
-const bool adamw_names = detail::register_state_names("AdamW", {{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, adam_state});
+const bool adamw_names =
+    detail::register_state_names("AdamW", {{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}, adam_state});
 }  // namespace
 
 }  // namespace kiln::optim

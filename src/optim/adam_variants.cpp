@@ -97,13 +97,18 @@ void RAdam::step() {
 }
 
 namespace {
-const bool adamax_names = detail::register_state_names(
-    "Adamax", {{"exp_avg", "exp_inf"}, [](const ParamGroup&) { return std::vector<std::string>{"exp_avg", "exp_inf"}; }});
-const bool nadam_names = detail::register_state_names(
-    "NAdam", {{"exp_avg", "exp_avg_sq", "mu_product"},
-              [](const ParamGroup&) { return std::vector<std::string>{"exp_avg", "exp_avg_sq", "mu_product"}; }});
-const bool radam_names = detail::register_state_names(
-    "RAdam", {{"exp_avg", "exp_avg_sq"}, [](const ParamGroup&) { return std::vector<std::string>{"exp_avg", "exp_avg_sq"}; }});
+const bool adamax_names =
+    detail::register_state_names("Adamax", {{"exp_avg", "exp_inf"}, [](const ParamGroup&) {
+                                              return std::vector<std::string>{"exp_avg", "exp_inf"};
+                                            }});
+const bool nadam_names =
+    detail::register_state_names("NAdam", {{"exp_avg", "exp_avg_sq", "mu_product"}, [](const ParamGroup&) {
+                                             return std::vector<std::string>{"exp_avg", "exp_avg_sq", "mu_product"};
+                                           }});
+const bool radam_names =
+    detail::register_state_names("RAdam", {{"exp_avg", "exp_avg_sq"}, [](const ParamGroup&) {
+                                             return std::vector<std::string>{"exp_avg", "exp_avg_sq"};
+                                           }});
 }  // namespace
 
 }  // namespace kiln::optim

@@ -223,8 +223,8 @@ void Optimizer::load_state_dict(const nn::StateDict& s) {
       if (const detail::StateNames* names = detail::find_state_names(name_)) {
         for (const auto& [name, t] : state[i].tensors)
           check(std::find(names->allowed.begin(), names->allowed.end(), name) != names->allowed.end(), op,
-                name_.c_str(), " state '", pk, name, "' is no state of ", name_, " (it keeps ",
-                listed(names->allowed), ")");
+                name_.c_str(), " state '", pk, name, "' is no state of ", name_, " (it keeps ", listed(names->allowed),
+                ")");
         if (state[i].step > 0)
           for (const std::string& name : names->required(groups[gi]))
             check(state[i].tensors.count(name), op, name_.c_str(), " state of parameter ", i, " has taken ",

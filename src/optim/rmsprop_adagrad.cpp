@@ -89,13 +89,13 @@ void Adagrad::step() {
 }
 
 namespace {
-const bool rmsprop_names = detail::register_state_names(
-    "RMSprop", {{"square_avg", "grad_avg", "momentum_buffer"}, [](const ParamGroup& g) {
-                  std::vector<std::string> names = {"square_avg"};
-                  if (g["centered"] != 0) names.push_back("grad_avg");
-                  if (g["momentum"] > 0) names.push_back("momentum_buffer");
-                  return names;
-                }});
+const bool rmsprop_names =
+    detail::register_state_names("RMSprop", {{"square_avg", "grad_avg", "momentum_buffer"}, [](const ParamGroup& g) {
+                                               std::vector<std::string> names = {"square_avg"};
+                                               if (g["centered"] != 0) names.push_back("grad_avg");
+                                               if (g["momentum"] > 0) names.push_back("momentum_buffer");
+                                               return names;
+                                             }});
 const bool adagrad_names = detail::register_state_names(
     "Adagrad", {{"sum"}, [](const ParamGroup&) { return std::vector<std::string>{"sum"}; }});
 }  // namespace

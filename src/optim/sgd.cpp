@@ -45,11 +45,10 @@ void SGD::step() {
 }
 
 namespace {
-const bool sgd_names = detail::register_state_names("SGD", {{"momentum_buffer"}, [](const ParamGroup& g) {
-                                                              return g["momentum"] != 0
-                                                                         ? std::vector<std::string>{"momentum_buffer"}
-                                                                         : std::vector<std::string>{};
-                                                            }});
+const bool sgd_names = detail::register_state_names(
+    "SGD", {{"momentum_buffer"}, [](const ParamGroup& g) {
+              return g["momentum"] != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+            }});
 }  // namespace
 
 }  // namespace kiln::optim
