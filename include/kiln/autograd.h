@@ -1,7 +1,7 @@
 // Autograd: grad mode guards, the functional grad() and gradcheck. The
 // recording itself is a dispatcher mode (src/autograd/mode.cpp): ops know
-// nothing about it. Backward formulas are registered per op name
-// (src/autograd/formulas_*.cpp), written with ordinary ops.
+// nothing about it. Each op's backward formula is part of its declaration
+// (OpDef::backward, kiln/dispatch.h), written with ordinary ops.
 #pragma once
 #include "kiln/export.h"
 KILN_API_BEGIN  // Note [Exported symbols]

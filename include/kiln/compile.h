@@ -16,6 +16,7 @@ KILN_API_BEGIN  // Note [Exported symbols]
 #include <optional>
 #include "kiln/source_location.h"
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -86,6 +87,12 @@ void set_stance(const std::string& stance);
 // Compiles once for every size of dim `dim` of t (the structure key ignores
 // that size), so a growing sequence length does not recompile.
 void mark_dynamic(const Tensor& t, int64_t dim);
+
+// Whether the "cpp" backend can fuse dispatcher op `op_name` into its
+// generated loops (on float32 tensors of fitting shapes): an elementwise op
+// whose math is in pointwise_math.h, a reshaping view, a sum, layer_norm,
+// slice_backward. The others run their kernels between the loops.
+bool fuses(std::string_view op_name);
 
 struct GraphBreakInfo {
   std::string reason, location;     // location: the user's file:line, or "unknown"

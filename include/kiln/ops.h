@@ -307,6 +307,17 @@ Tensor flip(const Tensor& x, const Shape& dims);
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
 Tensor repeat(const Tensor& x, const Shape& repeats);
 Tensor tile(const Tensor& x, const Shape& dims);
+// torch.repeat_interleave: each slice of x along dim repeated repeats times
+// (an int, or one count per slice: a 1-d integer tensor of x.size(dim)
+// entries, or of one for all), consecutively (repeat repeats the whole);
+// without dim, of x flattened. output_size, when given, must be the
+// result's size along dim. The form of counts alone gives the indices
+// 0, 1, ... each repeated its count.
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = {},
+                         std::optional<int64_t> output_size = {});
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = {},
+                         std::optional<int64_t> output_size = {});
+Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size = {});
 Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = {});
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");

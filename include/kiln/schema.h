@@ -40,6 +40,9 @@ struct Schema {
 // Parses `text`; a malformed schema is a kiln::Error naming it and the
 // position ("[schema] in 'add(Tensor self,' at 16: expected a type").
 Schema parse_schema(std::string_view text);
+// The schema in the same notation, arguments in order, `*` before the first
+// keyword-only one, `...` last: parse_schema(schema_text(s)) gives s back.
+std::string schema_text(const Schema& schema);
 
 }  // namespace kiln
 

@@ -1,7 +1,6 @@
 // flex_attention as dispatcher ops (Note [flex_attention as an op] in
 // kiln/detail/attention_op.h): the ops' shape functions, kernels (the mods'
 // own, from the "mods" attribute) and backward formula.
-#include "autograd/graph.h"
 #include "kiln/attention.h"
 
 namespace kiln::attention_detail {
@@ -33,39 +32,40 @@ std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs&)
   return out;
 }
 
+const OpDef& kFlexBackward = register_op(
+    OpDef{"flex_attention_backward",
+          "flex_attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor grad_out, Tensor[9] "
+          "block_mask, Tensor[] learned, ...) -> (Tensor, Tensor, Tensor, Tensor[])",
+          OpKind::Compute,
+          backward_shape,
+          {[](const OpCall& c) { mods_of(c.attrs).backward(c); }},
+          &autograd::kNotDifferentiable});
+
+// Only out carries a gradient: flex_attention hands lse out detached.
+constexpr autograd::BackwardDef kFlexGrad{
+    [](const autograd::BackwardContext& c) -> std::vector<Tensor> {
+      const bool t = rows_hold_heads(c.inputs[0]);
+      std::vector<Tensor> in = {c.inputs[0],  c.inputs[1],
+                                c.inputs[2],  t ? c.outputs[0].transpose(1, 2) : c.outputs[0],
+                                c.outputs[1], t ? c.grads[0].transpose(1, 2) : c.grads[0]};
+      in.insert(in.end(), c.inputs.begin() + 3, c.inputs.end());
+      const std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
+      // dq, dk, dv; none for the mask; the learned tensors'.
+      std::vector<Tensor> grads = {g[0].transpose(1, 2), g[1].transpose(1, 2), g[2].transpose(1, 2)};
+      grads.resize(kForwardLearnedFrom);
+      grads.insert(grads.end(), g.begin() + 3, g.end());
+      return grads;
+    },
+    autograd::kSaveBoth};
 const OpDef& kFlex = register_op(OpDef{
     "flex_attention",
     "flex_attention(Tensor q, Tensor k, Tensor v, Tensor[9] block_mask, Tensor[] learned, Any mods, int B, int H, "
     "int q_len, int kv_len, int block_size, bool has_scale, float scale, bool enable_gqa, int kv_partitions) -> "
     "(Tensor, Tensor)",
-    OpKind::Compute, forward_shape, {[](const OpCall& c) { mods_of(c.attrs).forward(c); }}});
-const OpDef& kFlexBackward = register_op(OpDef{
-    "flex_attention_backward",
-    "flex_attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor grad_out, Tensor[9] "
-    "block_mask, Tensor[] learned, ...) -> (Tensor, Tensor, Tensor, Tensor[])",
-    OpKind::Compute, backward_shape, {[](const OpCall& c) { mods_of(c.attrs).backward(c); }}});
-
-const struct Register {
-  Register() {
-    // Only out carries a gradient: flex_attention hands lse out detached.
-    autograd::register_backward(
-        "flex_attention",
-        [](const autograd::BackwardContext& c) -> std::vector<Tensor> {
-          const bool t = rows_hold_heads(c.inputs[0]);
-          std::vector<Tensor> in = {c.inputs[0], c.inputs[1], c.inputs[2], t ? c.outputs[0].transpose(1, 2) : c.outputs[0],
-                                    c.outputs[1], t ? c.grads[0].transpose(1, 2) : c.grads[0]};
-          in.insert(in.end(), c.inputs.begin() + 3, c.inputs.end());
-          const std::vector<Tensor> g = dispatch(kFlexBackward, in, c.attrs);
-          // dq, dk, dv; none for the mask; the learned tensors'.
-          std::vector<Tensor> grads = {g[0].transpose(1, 2), g[1].transpose(1, 2), g[2].transpose(1, 2)};
-          grads.resize(kForwardLearnedFrom);
-          grads.insert(grads.end(), g.begin() + 3, g.end());
-          return grads;
-        },
-        autograd::kSaveBoth);
-    autograd::register_nondifferentiable("flex_attention_backward");
-  }
-} registered;
+    OpKind::Compute,
+    forward_shape,
+    {[](const OpCall& c) { mods_of(c.attrs).forward(c); }},
+    &kFlexGrad});
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 
 #include "cpp_expressions.h"
 #include "cpp_kernel.h"
+#include "kiln/compile.h"
 
 namespace kiln::compiler::detail {
 namespace {
@@ -677,3 +678,16 @@ const bool cpp_registered = (register_compile_backend("cpp", generate_cpp), true
 }  // namespace
 
 }  // namespace kiln::compiler::detail
+
+namespace kiln::compiler {
+
+// What role_in can place in a loop: the ops it names, views (when they keep
+// the element order) and the elementwise ops with a functor.
+bool fuses(std::string_view op_name) {
+  const OpDef* op = find_op(op_name);
+  if (!op) return false;
+  if (op->kind == OpKind::View || op->pointwise) return true;
+  return op_name == "sum" || op_name == "layer_norm" || op_name == "slice_backward";
+}
+
+}  // namespace kiln::compiler

@@ -277,100 +277,122 @@ Tensor empty_output(TensorMeta m) {
   return empty_strided(std::move(m.sizes), std::move(m.strides), options);
 }
 
+namespace {
+
+// A view op's outputs: the input's storage with the shape function's layout.
+std::vector<Tensor> make_views(const OpDef& op, const Tensor& input, std::vector<TensorMeta>& metas) {
+  std::vector<Tensor> views;
+  for (TensorMeta& m : metas) {
+    const TensorImpl* base = input.impl();
+    auto impl = restrided(*base, std::move(m.sizes), std::move(m.strides), m.storage_offset, op.name.c_str());
+    impl->is_view = true;
+    impl->view_base = base->is_view ? base->view_base : input.impl_ptr();
+    views.emplace_back(std::move(impl));
+  }
+  return views;
+}
+
+// The tensors the kernel writes: fresh ones, or the out= tensors once they
+// are checked against the results. An out= tensor sharing memory with an
+// input in another layout would be read after being written: it gets a
+// temporary, and (tensor, temporary) goes into copy_back.
+std::vector<Tensor> kernel_outputs(const OpDef& op, std::span<const Tensor> inputs, std::vector<TensorMeta>& metas,
+                                   std::span<const Tensor> out, std::vector<std::pair<Tensor, Tensor>>& copy_back) {
+  std::vector<Tensor> outputs;
+  outputs.reserve(metas.size());
+  for (const TensorMeta& m : metas) shape_nbytes(m.sizes, m.dtype, op.name.c_str());  // Note [Checked sizes]
+  if (out.empty()) {
+    // (The sizes move into the outputs: nothing after reads them.)
+    for (TensorMeta& m : metas) outputs.push_back(empty_output(std::move(m)));
+    return outputs;
+  }
+  check(out.size() == metas.size(), op.name.c_str(), "expected ", metas.size(), " out= tensors but got ", out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Tensor& o = out[i];
+    check(o.defined(), op.name.c_str(), "got an undefined out= tensor");
+    check(o.sizes() == metas[i].sizes, op.name.c_str(), "out= tensor has shape ", shape_text(o.sizes()),
+          " but the result has shape ", shape_text(metas[i].sizes));
+    check(o.dtype() == metas[i].dtype, op.name.c_str(), "out= tensor has dtype ", o.dtype(),
+          " but the result has dtype ", metas[i].dtype);
+    check(o.device() == *metas[i].device, op.name.c_str(), "out= tensor is on device ", o.device(),
+          " but the result is on device ", *metas[i].device);
+    bool overlaps = false;
+    for (const Tensor& in : inputs)
+      if (in.impl()->storage == o.impl()->storage && !same_layout(in, o)) overlaps = true;
+    if (overlaps) {
+      Tensor tmp = empty(metas[i].sizes, TensorOptions(metas[i].dtype).device(*metas[i].device));
+      copy_back.emplace_back(o, tmp);
+      outputs.push_back(tmp);
+    } else {
+      outputs.push_back(o);
+    }
+  }
+  return outputs;
+}
+
+// Runs the kernel for dev on the outputs: on the kernel's device for the
+// factories it calls, hidden from the modes, timed by the profiler when on.
+void call_kernel(const OpDef& op, Device dev, std::span<const Tensor> inputs, const Attrs& attrs,
+                 std::vector<Tensor>& outputs) {
+  KernelFn kernel = op.kernels[static_cast<int>(dev.type())];
+  check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", dev);
+  // Factories a kernel calls (temporaries) allocate on the kernel's device,
+  // whatever default this thread set for user code (a guard only then:
+  // this runs for every op).
+  std::optional<DefaultDeviceGuard> kernel_device;
+  if (default_device() != dev) kernel_device.emplace(dev);
+  // Ops a kernel calls internally (a dtype conversion, a temporary) are
+  // implementation details: they run directly, never seen by modes.
+  Visibility restore(mode_stack);
+  mode_stack.active = 0;
+  mode_stack.global_visible = false;
+  // The profiler times the outermost kernel only (ops a kernel calls are part of it).
+  static thread_local int kernel_depth = 0;
+  const bool timed = kernel_depth == 0 && profiler::enabled();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  ++kernel_depth;
+  try {
+    kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
+  } catch (...) {
+    --kernel_depth;
+    throw;
+  }
+  --kernel_depth;
+  if (timed) {
+    std::string key = op.name;
+    for (const Tensor& t : inputs) key.append(" ").append(shape_str(t.sizes())).append(t.is_contiguous() ? "" : "nc");
+    profiler::detail::record(std::move(key),
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+// What an op with out= tensors returns: those tensors, their versions bumped.
+std::vector<Tensor> written_out(std::span<const Tensor> out) {
+  std::vector<Tensor> result(out.begin(), out.end());
+  for (const Tensor& o : result) o.bump_version();
+  return result;
+}
+
+}  // namespace
+
 std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                std::span<const Tensor> out) {
   Device dev;
   std::vector<TensorMeta> metas = metas_on_device(op, inputs, attrs, dev);
-
-  if (op.kind == OpKind::View) {
-    std::vector<Tensor> views;
-    for (TensorMeta& m : metas) {
-      const TensorImpl* base = inputs[0].impl();
-      auto impl = restrided(*base, std::move(m.sizes), std::move(m.strides), m.storage_offset, op.name.c_str());
-      impl->is_view = true;
-      impl->view_base = base->is_view ? base->view_base : inputs[0].impl_ptr();
-      views.emplace_back(std::move(impl));
-    }
-    return views;
-  }
-
-  std::vector<Tensor> outputs;
-  outputs.reserve(metas.size());
-  // out= tensors that share memory with an input in another layout would be
-  // read after being written; those get a temporary and a copy at the end.
+  if (op.kind == OpKind::View) return make_views(op, inputs[0], metas);
   std::vector<std::pair<Tensor, Tensor>> copy_back;
-  for (const TensorMeta& m : metas) shape_nbytes(m.sizes, m.dtype, op.name.c_str());  // Note [Checked sizes]
-  if (out.empty()) {
-    // (The sizes move into the outputs: nothing below reads them.)
-    for (TensorMeta& m : metas) outputs.push_back(empty_output(std::move(m)));
-  } else {
-    check(out.size() == metas.size(), op.name.c_str(), "expected ", metas.size(), " out= tensors but got ",
-          out.size());
-    for (size_t i = 0; i < out.size(); ++i) {
-      const Tensor& o = out[i];
-      check(o.defined(), op.name.c_str(), "got an undefined out= tensor");
-      check(o.sizes() == metas[i].sizes, op.name.c_str(), "out= tensor has shape ", shape_text(o.sizes()),
-            " but the result has shape ", shape_text(metas[i].sizes));
-      check(o.dtype() == metas[i].dtype, op.name.c_str(), "out= tensor has dtype ", o.dtype(),
-            " but the result has dtype ", metas[i].dtype);
-      check(o.device() == *metas[i].device, op.name.c_str(), "out= tensor is on device ", o.device(),
-            " but the result is on device ", *metas[i].device);
-      bool overlaps = false;
-      for (const Tensor& in : inputs)
-        if (in.impl()->storage == o.impl()->storage && !same_layout(in, o)) overlaps = true;
-      if (overlaps) {
-        Tensor tmp = empty(metas[i].sizes, TensorOptions(metas[i].dtype).device(*metas[i].device));
-        copy_back.emplace_back(o, tmp);
-        outputs.push_back(tmp);
-      } else {
-        outputs.push_back(o);
-      }
-    }
-  }
-
+  std::vector<Tensor> outputs = kernel_outputs(op, inputs, metas, out, copy_back);
   // On meta there is nothing to compute: the outputs' metadata is the
   // whole result.
   bool to_meta = dev.is_meta();
-  for (const TensorMeta& m : metas) to_meta = to_meta || m.device->is_meta();
+  for (const Tensor& o : outputs) to_meta = to_meta || o.device().is_meta();
   if (to_meta) {
-    for (const TensorMeta& m : metas)
-      check(m.device->is_meta(), op.name.c_str(), "cannot compute a tensor on ", *m.device,
+    for (const Tensor& o : outputs)
+      check(o.device().is_meta(), op.name.c_str(), "cannot compute a tensor on ", o.device(),
             " from tensors on the meta device, which have no data");
-    if (out.empty()) return outputs;
-    for (const Tensor& o : out) o.bump_version();
-    return std::vector<Tensor>(out.begin(), out.end());
+    return out.empty() ? outputs : written_out(out);
   }
-  KernelFn kernel = op.kernels[static_cast<int>(dev.type())];
-  check(kernel != nullptr, op.name.c_str(), "has no kernel for device ", dev);
-  {
-    // Factories a kernel calls (temporaries) allocate on the kernel's device,
-    // whatever default this thread set for user code (a guard only then:
-    // this runs for every op).
-    std::optional<DefaultDeviceGuard> kernel_device;
-    if (default_device() != dev) kernel_device.emplace(dev);
-    // Ops a kernel calls internally (a dtype conversion, a temporary) are
-    // implementation details: they run directly, never seen by modes.
-    Visibility restore(mode_stack);
-    mode_stack.active = 0;
-    mode_stack.global_visible = false;
-    // The profiler times the outermost kernel only (ops a kernel calls are part of it).
-    static thread_local int kernel_depth = 0;
-    const bool timed = kernel_depth == 0 && profiler::enabled();
-    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    ++kernel_depth;
-    try {
-      kernel(OpCall{inputs, attrs, std::span<Tensor>(outputs)});
-    } catch (...) {
-      --kernel_depth;
-      throw;
-    }
-    --kernel_depth;
-    if (timed) {
-      std::string key = op.name;
-      for (const Tensor& t : inputs) key.append(" ").append(shape_str(t.sizes())).append(t.is_contiguous() ? "" : "nc");
-      profiler::detail::record(std::move(key), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
+  call_kernel(op, dev, inputs, attrs, outputs);
   if (!copy_back.empty()) {  // through the copy op's kernel (the dispatcher calls no op front end)
     static const OpDef* const to_copy = find_op("_to_copy");
     for (auto& [dst, tmp] : copy_back) {
@@ -378,12 +400,7 @@ std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, 
       run_kernel(*to_copy, src, {{"dtype", dst.dtype()}, {"device", dst.device()}}, dsts);
     }
   }
-  if (!out.empty()) {
-    std::vector<Tensor> result(out.begin(), out.end());
-    for (const Tensor& o : result) o.bump_version();
-    return result;
-  }
-  return outputs;
+  return out.empty() ? outputs : written_out(out);
 }
 
 }  // namespace kiln

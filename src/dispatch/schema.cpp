@@ -170,4 +170,39 @@ class Parser {
 
 Schema parse_schema(std::string_view text) { return Parser(text).parse(); }
 
+namespace {
+
+std::string type_text(const SchemaArg& a) {
+  const bool list = a.type == ArgType::TensorList || a.type == ArgType::IntList;
+  std::string t = a.type == ArgType::TensorList ? "Tensor" : a.type == ArgType::IntList ? "int" : arg_type_name(a.type);
+  if (!a.alias.empty()) t += "(" + a.alias + ")";
+  if (list) t += a.fixed_size >= 0 ? "[" + std::to_string(a.fixed_size) + "]" : "[]";
+  if (a.optional) t += "?";
+  return t;
+}
+
+}  // namespace
+
+std::string schema_text(const Schema& schema) {
+  std::string out = schema.name + "(";
+  const char* sep = "";
+  bool keywords = false;
+  for (const SchemaArg& a : schema.arguments) {
+    out += sep, sep = ", ";
+    if (a.kwarg_only && !keywords) out += "*, ", keywords = true;
+    out += type_text(a) + " " + a.name;
+    if (a.default_value) out += "=" + *a.default_value;
+  }
+  if (schema.varargs) out += std::string(sep) + "...";
+  out += ") -> ";
+  if (schema.returns.size() == 1 && schema.returns[0].name.empty()) return out + type_text(schema.returns[0]);
+  out += "(";
+  sep = "";
+  for (const SchemaArg& r : schema.returns) {
+    out += sep + type_text(r), sep = ", ";
+    if (!r.name.empty()) out += " " + r.name;
+  }
+  return out + ")";
+}
+
 }  // namespace kiln

@@ -228,7 +228,7 @@ Tensor conv_padding_by_name(const Tensor& x, const Tensor& w, const Tensor& b, S
   return F(x, w, b, std::move(stride), padding_named(padding, kOp), std::move(dilation), groups);
 }
 constexpr char kConv1d[] = "conv1d", kConv2d[] = "conv2d", kConv3d[] = "conv3d";
-const bool bound = [] {
+const bool registered = [] {
   ops::def<static_cast<ConvFn>(&conv1d)>(
       "conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, int[1] dilation=1, "
       "int groups=1) -> Tensor");

@@ -79,7 +79,7 @@ Tensor feature_alpha_dropout(const Tensor& x, double p, bool training) {
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&dropout1d>("dropout1d(Tensor input, float p=0.5, bool train=True) -> Tensor");
   ops::def<&dropout2d>("dropout2d(Tensor input, float p=0.5, bool train=True) -> Tensor");
   ops::def<&dropout3d>("dropout3d(Tensor input, float p=0.5, bool train=True) -> Tensor");

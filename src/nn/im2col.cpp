@@ -93,7 +93,7 @@ Tensor fold(const Tensor& input, const Shape& output_size, const Shape& kernel_s
 // By name under ATen's names (torch.nn.functional.unfold calls im2col):
 // "unfold" is already Tensor.unfold, the view.
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&unfold>(
       "im2col(Tensor input, int[2] kernel_size, int[2] dilation=[1, 1], int[2] padding=[0, 0], int[2] stride=[1, 1]) "
       "-> Tensor");

@@ -126,7 +126,7 @@ Tensor interpolate(const Tensor& input, std::optional<Shape> size, std::optional
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<[](const Tensor& input, std::optional<Shape> size, std::optional<double> scale_factor,
               const std::string& mode, std::optional<bool> align_corners, std::optional<bool> recompute) {
     std::optional<std::vector<double>> scales;

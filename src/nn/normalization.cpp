@@ -109,7 +109,7 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&batch_norm>(
       "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, Tensor? bias=None, "
       "bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor");

@@ -185,7 +185,7 @@ std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, Shape output
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&max_pool1d>("max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] "
                         "dilation=1, bool ceil_mode=False) -> Tensor");
   ops::def<&max_pool2d>("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] "

@@ -23,13 +23,8 @@ std::vector<TensorMeta> normalised_shape(std::span<const Tensor> in, const Attrs
 
 // (grad, x, [weight], mean, var) -> grad x, weight, bias (0 elements where not asked for).
 std::vector<TensorMeta> gradients_shape(std::span<const Tensor> in, const Attrs& a) {
-  const DType t = in[1].dtype();
   const int64_t C = in[1].size(1);
-  std::vector<TensorMeta> m = {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
-                               TensorMeta(Shape{a.get_bool("weight_grad") ? C : 0}, t),
-                               TensorMeta(Shape{a.get_bool("bias_grad") ? C : 0}, t)};
-  if (a.get_bool("input_grad")) follow_memory_format(m[0], in[1]);
-  return m;
+  return asked_gradients(a, in[1].dtype(), in[1].sizes(), {C}, {C}, in[1]);
 }
 
 const OpDef& kBatchNormBackward = register_op(with_backward(

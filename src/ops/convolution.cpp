@@ -41,12 +41,7 @@ std::vector<TensorMeta> forward_shape(std::span<const Tensor> in, const Attrs& a
 
 // (grad, x, weight) -> grad_input, grad_weight, grad_bias; 0 elements where not asked for.
 std::vector<TensorMeta> backward_shape(std::span<const Tensor> in, const Attrs& a) {
-  const DType t = in[1].dtype();
-  std::vector<TensorMeta> m = {TensorMeta(a.get_bool("input_grad") ? in[1].sizes() : Shape{0}, t),
-                               TensorMeta(a.get_bool("weight_grad") ? in[2].sizes() : Shape{0}, t),
-                               TensorMeta(a.get_bool("bias_grad") ? Shape{in[2].size(0)} : Shape{0}, t)};
-  if (a.get_bool("input_grad")) follow_memory_format(m[0], format_source(in[1], in[2]));
-  return m;
+  return asked_gradients(a, in[1].dtype(), in[1].sizes(), in[2].sizes(), {in[2].size(0)}, format_source(in[1], in[2]));
 }
 
 const OpDef& kConvolutionBackward = register_op(with_backward(

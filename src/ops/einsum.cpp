@@ -209,7 +209,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&einsum>("einsum(str equation, Tensor[] tensors) -> Tensor");
   return true;
 }();

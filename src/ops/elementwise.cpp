@@ -21,62 +21,238 @@ OpDef binary_def(const char* name, ShapeFn shape = ops::broadcast_all) {
   return OpDef{name, std::string(name) + "(Tensor self, Tensor other) -> Tensor", OpKind::Compute, shape};
 }
 
-const OpDef& kNeg = register_op(unary_def("neg"));
-const OpDef& kAbs = register_op(unary_def("abs"));
-const OpDef& kSign = register_op(unary_def("sign"));
-const OpDef& kExp = register_op(unary_def("exp"));
-const OpDef& kExpm1 = register_op(unary_def("expm1"));
-const OpDef& kLog = register_op(unary_def("log"));
-const OpDef& kLog1p = register_op(unary_def("log1p"));
-const OpDef& kSqrt = register_op(unary_def("sqrt"));
-const OpDef& kRsqrt = register_op(unary_def("rsqrt"));
-const OpDef& kReciprocal = register_op(unary_def("reciprocal"));
-const OpDef& kSin = register_op(unary_def("sin"));
-const OpDef& kCos = register_op(unary_def("cos"));
-const OpDef& kTanh = register_op(unary_def("tanh"));
-const OpDef& kSigmoid = register_op(unary_def("sigmoid"));
-const OpDef& kRelu = register_op(unary_def("relu"));
-const OpDef& kGelu = register_op(unary_def("gelu"));
-const OpDef& kGeluTanh = register_op(unary_def("gelu_tanh"));
-const OpDef& kSilu = register_op(unary_def("silu"));
-const OpDef& kErf = register_op(unary_def("erf"));
-const OpDef& kFloor = register_op(unary_def("floor"));
-const OpDef& kCeil = register_op(unary_def("ceil"));
-const OpDef& kRound = register_op(unary_def("round"));
-const OpDef& kSquare = register_op(unary_def("square"));
-const OpDef& kClamp = register_op(OpDef{"clamp", "clamp(Tensor self, float min, float max) -> Tensor",
-                                        OpKind::Compute, ops::pointwise_like_first});
-// The activations with attributes, in torch.nn.functional's names and order.
-const OpDef& kLeakyRelu = register_op(OpDef{"leaky_relu", "leaky_relu(Tensor self, float negative_slope) -> Tensor",
-                                            OpKind::Compute, ops::pointwise_like_first});
-const OpDef& kElu = register_op(OpDef{"elu", "elu(Tensor self, float alpha) -> Tensor", OpKind::Compute,
-                                      ops::pointwise_like_first});
-const OpDef& kSoftplus = register_op(OpDef{"softplus", "softplus(Tensor self, float beta, float threshold) -> Tensor",
-                                           OpKind::Compute, ops::pointwise_like_first});
-const OpDef& kHardtanh = register_op(OpDef{"hardtanh", "hardtanh(Tensor self, float min_val, float max_val) -> Tensor",
-                                           OpKind::Compute, ops::pointwise_like_first});
-const OpDef& kHardsigmoid = register_op(unary_def("hardsigmoid"));
-const OpDef& kHardswish = register_op(unary_def("hardswish"));
-const OpDef& kMish = register_op(unary_def("mish"));
-const OpDef& kLogicalNot = register_op(OpDef{"logical_not", "logical_not(Tensor self) -> Tensor", OpKind::Compute,
-                                             ops::broadcast_to_bool});
+// Backward formulas of the ops declared here, written with ordinary ops as
+// PyTorch's derivatives.yaml: one gradient per input (undefined where none
+// is needed), broadcasting undone with sum_to.
+using autograd::kNotDifferentiable;
+using autograd::kSaveBoth;
+using autograd::kSaveInputs;
+using autograd::kSaveNone;
+using autograd::kSaveOutputs;
+using ops::with_backward;
+using Ctx = BackwardContext;
 
-const OpDef& kAdd = register_op(OpDef{"add", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
-                                      OpKind::Compute, ops::broadcast_all});
-const OpDef& kSub = register_op(OpDef{"sub", "sub(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
-                                      OpKind::Compute, ops::broadcast_all});
-const OpDef& kMul = register_op(binary_def("mul"));
-const OpDef& kDiv = register_op(binary_def("div"));
-const OpDef& kPow = register_op(binary_def("pow"));
-const OpDef& kMaximum = register_op(binary_def("maximum"));
-const OpDef& kMinimum = register_op(binary_def("minimum"));
-const OpDef& kFmod = register_op(binary_def("fmod"));
+const Tensor& g0(const Ctx& c) { return c.grads[0]; }
+const Tensor& x0(const Ctx& c) { return c.inputs[0]; }
+const Tensor& y0(const Ctx& c) { return c.outputs[0]; }
+Tensor to_input(const Ctx& c, size_t i, const Tensor& g) { return ops::sum_to(g, c.input_meta[i].sizes); }
+
+constexpr autograd::BackwardDef kNegGrad{[](const Ctx& c) -> Grads { return {neg(g0(c))}; }, kSaveNone};
+constexpr autograd::BackwardDef kAbsGrad{[](const Ctx& c) -> Grads { return {g0(c) * sign(x0(c))}; }, kSaveInputs};
+constexpr autograd::BackwardDef kExpGrad{[](const Ctx& c) -> Grads { return {g0(c) * y0(c)}; }, kSaveOutputs};
+constexpr autograd::BackwardDef kExpm1Grad{[](const Ctx& c) -> Grads { return {g0(c) * (y0(c) + 1)}; }, kSaveOutputs};
+constexpr autograd::BackwardDef kLogGrad{[](const Ctx& c) -> Grads { return {g0(c) / x0(c)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kLog1pGrad{[](const Ctx& c) -> Grads { return {g0(c) / (x0(c) + 1)}; }, kSaveInputs};
+constexpr autograd::BackwardDef kSqrtGrad{[](const Ctx& c) -> Grads { return {g0(c) / (y0(c) * 2)}; }, kSaveOutputs};
+constexpr autograd::BackwardDef kRsqrtGrad{[](const Ctx& c) -> Grads { return {g0(c) * y0(c) * y0(c) * y0(c) * -0.5}; },
+                                           kSaveOutputs};
+constexpr autograd::BackwardDef kReciprocalGrad{[](const Ctx& c) -> Grads { return {-g0(c) * y0(c) * y0(c)}; },
+                                                kSaveOutputs};
+constexpr autograd::BackwardDef kSinGrad{[](const Ctx& c) -> Grads { return {g0(c) * cos(x0(c))}; }, kSaveInputs};
+constexpr autograd::BackwardDef kCosGrad{[](const Ctx& c) -> Grads { return {-g0(c) * sin(x0(c))}; }, kSaveInputs};
+constexpr autograd::BackwardDef kTanhGrad{[](const Ctx& c) -> Grads { return {g0(c) * (1 - y0(c) * y0(c))}; },
+                                          kSaveOutputs};
+constexpr autograd::BackwardDef kSigmoidGrad{[](const Ctx& c) -> Grads { return {g0(c) * y0(c) * (1 - y0(c))}; },
+                                             kSaveOutputs};
+constexpr autograd::BackwardDef kReluGrad{[](const Ctx& c) -> Grads { return {threshold_backward(g0(c), y0(c), 0.0)}; },
+                                          kSaveOutputs};
+constexpr autograd::BackwardDef kGeluGrad{[](const Ctx& c) -> Grads { return {gelu_backward(g0(c), x0(c), "none")}; },
+                                          kSaveInputs};
+constexpr autograd::BackwardDef kGeluTanhGrad{
+    [](const Ctx& c) -> Grads { return {gelu_backward(g0(c), x0(c), "tanh")}; }, kSaveInputs};
+constexpr autograd::BackwardDef kSiluGrad{[](const Ctx& c) -> Grads {
+                                            const Tensor s = sigmoid(x0(c));
+                                            return {g0(c) * s * (x0(c) * (1 - s) + 1)};
+                                          },
+                                          kSaveInputs};
+// The activations: at a kink the gradient is the left side's (x > 0 and
+// min < x < max strictly).
+constexpr autograd::BackwardDef kLeakyReluGrad{
+    [](const Ctx& c) -> Grads {
+      return {where(gt(x0(c), wrapped_scalar(0.0)), g0(c), g0(c) * c.attrs.get_double("negative_slope"))};
+    },
+    kSaveInputs};
+constexpr autograd::BackwardDef kEluGrad{
+    [](const Ctx& c) -> Grads {
+      return {where(gt(x0(c), wrapped_scalar(0.0)), g0(c), g0(c) * exp(x0(c)) * c.attrs.get_double("alpha"))};
+    },
+    kSaveInputs};
+constexpr autograd::BackwardDef kSoftplusGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor z = x0(c) * c.attrs.get_double("beta");
+      return {where(gt(z, wrapped_scalar(c.attrs.get_double("threshold"))), g0(c), g0(c) * sigmoid(z))};
+    },
+    kSaveInputs};
+constexpr autograd::BackwardDef kHardtanhGrad{[](const Ctx& c) -> Grads {
+                                                const Tensor& x = x0(c);
+                                                const Tensor inside =
+                                                    logical_and(gt(x, wrapped_scalar(c.attrs.get_double("min_val"))),
+                                                                lt(x, wrapped_scalar(c.attrs.get_double("max_val"))));
+                                                return {g0(c) * inside.to(x.dtype())};
+                                              },
+                                              kSaveInputs};
+constexpr autograd::BackwardDef kHardsigmoidGrad{[](const Ctx& c) -> Grads {
+                                                   const Tensor& x = x0(c);
+                                                   const Tensor inside = logical_and(gt(x, wrapped_scalar(-3.0)),
+                                                                                     lt(x, wrapped_scalar(3.0)));
+                                                   return {g0(c) * inside.to(x.dtype()) / 6.0};
+                                                 },
+                                                 kSaveInputs};
+constexpr autograd::BackwardDef kHardswishGrad{[](const Ctx& c) -> Grads {
+                                                 const Tensor& x = x0(c);
+                                                 const Tensor middle =
+                                                     where(le(x, wrapped_scalar(3.0)), g0(c) * (x / 3.0 + 0.5), g0(c));
+                                                 return {where(lt(x, wrapped_scalar(-3.0)), zeros_like(g0(c)), middle)};
+                                               },
+                                               kSaveInputs};
+constexpr autograd::BackwardDef kMishGrad{[](const Ctx& c) -> Grads {
+                                            const Tensor& x = x0(c);
+                                            const Tensor t = tanh(softplus(x));
+                                            return {g0(c) * (t + x * (1 - t * t) * sigmoid(x))};
+                                          },
+                                          kSaveInputs};
+constexpr autograd::BackwardDef kErfGrad{
+    [](const Ctx& c) -> Grads { return {g0(c) * exp(-(x0(c) * x0(c))) * (2 / std::sqrt(M_PI))}; }, kSaveInputs};
+// sign, floor, ceil, round: flat almost everywhere.
+constexpr autograd::BackwardDef kFlatGrad{[](const Ctx& c) -> Grads { return {zeros_like(g0(c))}; }, kSaveNone};
+constexpr autograd::BackwardDef kSquareGrad{[](const Ctx& c) -> Grads { return {g0(c) * x0(c) * 2}; }, kSaveInputs};
+constexpr autograd::BackwardDef kClampGrad{[](const Ctx& c) -> Grads {
+                                             const Tensor& x = x0(c);
+                                             const Tensor inside =
+                                                 logical_and(ge(x, wrapped_scalar(c.attrs.get_double("min"))),
+                                                             le(x, wrapped_scalar(c.attrs.get_double("max"))));
+                                             return {g0(c) * inside.to(x.dtype())};
+                                           },
+                                           kSaveInputs};
+
+constexpr autograd::BackwardDef kAddGrad{
+    [](const Ctx& c) -> Grads {
+      return {to_input(c, 0, g0(c)), to_input(c, 1, g0(c) * c.attrs.get_double("alpha"))};
+    },
+    kSaveNone};
+constexpr autograd::BackwardDef kSubGrad{
+    [](const Ctx& c) -> Grads {
+      return {to_input(c, 0, g0(c)), to_input(c, 1, g0(c) * -c.attrs.get_double("alpha"))};
+    },
+    kSaveNone};
+constexpr autograd::BackwardDef kMulGrad{[](const Ctx& c) -> Grads {
+                                           return {
+                                               c.needs_input_grad[0] ? to_input(c, 0, g0(c) * c.inputs[1]) : Tensor(),
+                                               c.needs_input_grad[1] ? to_input(c, 1, g0(c) * c.inputs[0]) : Tensor()};
+                                         },
+                                         kSaveInputs};
+constexpr autograd::BackwardDef kDivGrad{[](const Ctx& c) -> Grads {
+                                           const Tensor& a = c.inputs[0];
+                                           const Tensor& b = c.inputs[1];
+                                           return {
+                                               c.needs_input_grad[0] ? to_input(c, 0, g0(c) / b) : Tensor(),
+                                               c.needs_input_grad[1] ? to_input(c, 1, -g0(c) * a / (b * b)) : Tensor()};
+                                         },
+                                         kSaveInputs};
+constexpr autograd::BackwardDef kPowGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor& a = c.inputs[0];
+      const Tensor& b = c.inputs[1];
+      Tensor ga, gb;
+      if (c.needs_input_grad[0]) {
+        // b * a^(b-1), with 0 where b == 0 (PyTorch's convention at a == 0).
+        const Tensor d = where(eq(b, wrapped_scalar(0)), zeros_like(a * b), b * pow(a, b - 1));
+        ga = to_input(c, 0, g0(c) * d);
+      }
+      if (c.needs_input_grad[1]) {
+        const Tensor la = where(logical_and(eq(a, wrapped_scalar(0)), ge(b, wrapped_scalar(0))), zeros_like(a * b),
+                                c.outputs[0] * log(a));
+        gb = to_input(c, 1, g0(c) * la);
+      }
+      return {ga, gb};
+    },
+    kSaveBoth};
+// maximum/minimum: the gradient goes to the larger (smaller) input, split
+// evenly on ties; as in PyTorch an input loses it only by comparing smaller
+// (larger), so a NaN on either side gives both inputs the gradient.
+template <bool kMax>
+Grads extremum_backward(const Ctx& c) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const Tensor zero = zeros_like(g0(c));
+  const Tensor shared = where(eq(a, b), g0(c) * 0.5, g0(c));
+  const Tensor a_loses = kMax ? lt(a, b) : gt(a, b), b_loses = kMax ? gt(a, b) : lt(a, b);
+  return {to_input(c, 0, where(a_loses, zero, shared)), to_input(c, 1, where(b_loses, zero, shared))};
+}
+constexpr autograd::BackwardDef kMaximumGrad{extremum_backward<true>, kSaveInputs};
+constexpr autograd::BackwardDef kMinimumGrad{extremum_backward<false>, kSaveInputs};
+constexpr autograd::BackwardDef kFmodGrad{[](const Ctx& c) -> Grads {
+                                            const Tensor q =
+                                                (c.inputs[0] - c.outputs[0]) / c.inputs[1];  // trunc(a / b), exactly
+                                            return {to_input(c, 0, g0(c)), to_input(c, 1, -g0(c) * q)};
+                                          },
+                                          kSaveBoth};
+
+const OpDef& kNeg = register_op(with_backward(unary_def("neg"), &kNegGrad));
+const OpDef& kAbs = register_op(with_backward(unary_def("abs"), &kAbsGrad));
+const OpDef& kSign = register_op(with_backward(unary_def("sign"), &kFlatGrad));
+const OpDef& kExp = register_op(with_backward(unary_def("exp"), &kExpGrad));
+const OpDef& kExpm1 = register_op(with_backward(unary_def("expm1"), &kExpm1Grad));
+const OpDef& kLog = register_op(with_backward(unary_def("log"), &kLogGrad));
+const OpDef& kLog1p = register_op(with_backward(unary_def("log1p"), &kLog1pGrad));
+const OpDef& kSqrt = register_op(with_backward(unary_def("sqrt"), &kSqrtGrad));
+const OpDef& kRsqrt = register_op(with_backward(unary_def("rsqrt"), &kRsqrtGrad));
+const OpDef& kReciprocal = register_op(with_backward(unary_def("reciprocal"), &kReciprocalGrad));
+const OpDef& kSin = register_op(with_backward(unary_def("sin"), &kSinGrad));
+const OpDef& kCos = register_op(with_backward(unary_def("cos"), &kCosGrad));
+const OpDef& kTanh = register_op(with_backward(unary_def("tanh"), &kTanhGrad));
+const OpDef& kSigmoid = register_op(with_backward(unary_def("sigmoid"), &kSigmoidGrad));
+const OpDef& kRelu = register_op(with_backward(unary_def("relu"), &kReluGrad));
+const OpDef& kGelu = register_op(with_backward(unary_def("gelu"), &kGeluGrad));
+const OpDef& kGeluTanh = register_op(with_backward(unary_def("gelu_tanh"), &kGeluTanhGrad));
+const OpDef& kSilu = register_op(with_backward(unary_def("silu"), &kSiluGrad));
+const OpDef& kErf = register_op(with_backward(unary_def("erf"), &kErfGrad));
+const OpDef& kFloor = register_op(with_backward(unary_def("floor"), &kFlatGrad));
+const OpDef& kCeil = register_op(with_backward(unary_def("ceil"), &kFlatGrad));
+const OpDef& kRound = register_op(with_backward(unary_def("round"), &kFlatGrad));
+const OpDef& kSquare = register_op(with_backward(unary_def("square"), &kSquareGrad));
+const OpDef& kClamp = register_op(with_backward(
+    OpDef{"clamp", "clamp(Tensor self, float min, float max) -> Tensor", OpKind::Compute, ops::pointwise_like_first},
+    &kClampGrad));
+// The activations with attributes, in torch.nn.functional's names and order.
+const OpDef& kLeakyRelu =
+    register_op(with_backward(OpDef{"leaky_relu", "leaky_relu(Tensor self, float negative_slope) -> Tensor",
+                                    OpKind::Compute, ops::pointwise_like_first},
+                              &kLeakyReluGrad));
+const OpDef& kElu = register_op(with_backward(
+    OpDef{"elu", "elu(Tensor self, float alpha) -> Tensor", OpKind::Compute, ops::pointwise_like_first}, &kEluGrad));
+const OpDef& kSoftplus =
+    register_op(with_backward(OpDef{"softplus", "softplus(Tensor self, float beta, float threshold) -> Tensor",
+                                    OpKind::Compute, ops::pointwise_like_first},
+                              &kSoftplusGrad));
+const OpDef& kHardtanh =
+    register_op(with_backward(OpDef{"hardtanh", "hardtanh(Tensor self, float min_val, float max_val) -> Tensor",
+                                    OpKind::Compute, ops::pointwise_like_first},
+                              &kHardtanhGrad));
+const OpDef& kHardsigmoid = register_op(with_backward(unary_def("hardsigmoid"), &kHardsigmoidGrad));
+const OpDef& kHardswish = register_op(with_backward(unary_def("hardswish"), &kHardswishGrad));
+const OpDef& kMish = register_op(with_backward(unary_def("mish"), &kMishGrad));
+const OpDef& kLogicalNot = register_op(
+    with_backward(OpDef{"logical_not", "logical_not(Tensor self) -> Tensor", OpKind::Compute, ops::broadcast_to_bool},
+                  &kNotDifferentiable));
+
+const OpDef& kAdd = register_op(with_backward(
+    OpDef{"add", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor", OpKind::Compute, ops::broadcast_all},
+    &kAddGrad));
+const OpDef& kSub = register_op(with_backward(
+    OpDef{"sub", "sub(Tensor self, Tensor other, *, float alpha=1) -> Tensor", OpKind::Compute, ops::broadcast_all},
+    &kSubGrad));
+const OpDef& kMul = register_op(with_backward(binary_def("mul"), &kMulGrad));
+const OpDef& kDiv = register_op(with_backward(binary_def("div"), &kDivGrad));
+const OpDef& kPow = register_op(with_backward(binary_def("pow"), &kPowGrad));
+const OpDef& kMaximum = register_op(with_backward(binary_def("maximum"), &kMaximumGrad));
+const OpDef& kMinimum = register_op(with_backward(binary_def("minimum"), &kMinimumGrad));
+const OpDef& kFmod = register_op(with_backward(binary_def("fmod"), &kFmodGrad));
 
 // Ops declared with their backward (OpDef::backward) and their public
 // binding for call_op beside them: with the functor in pointwise_math.h,
 // the whole of such an op is this declaration, its front end below and its
 // line in ops.h (docs/ARCHITECTURE.md, "Add an op").
-using ops::with_backward;
 
 // d hypot / da = a / hypot (NaN at the origin, as in PyTorch).
 constexpr autograd::BackwardDef kHypotBackward{[](const BackwardContext& c) -> Grads {
@@ -100,10 +276,6 @@ const OpDef& kLogAddExp = register_op(with_backward(binary_def("logaddexp"), &kL
 
 // Unary ops declared with their backward; the derivatives as PyTorch's
 // derivatives.yaml.
-using autograd::kSaveInputs;
-using autograd::kSaveOutputs;
-using autograd::kSaveBoth;
-using autograd::kSaveNone;
 constexpr autograd::BackwardDef kLog2Backward{
     [](const BackwardContext& c) -> Grads { return {c.grads[0] / (c.inputs[0] * M_LN2)}; }, kSaveInputs};
 constexpr autograd::BackwardDef kLog10Backward{
@@ -167,12 +339,13 @@ constexpr autograd::BackwardDef kCopySignBackward{[](const BackwardContext& c) -
   return {ops::sum_to(c.grads[0] * ratio, c.input_meta[0].sizes), Tensor()};
 }, kSaveBoth};
 // remainder = a - floor(a / b) b: d/da = 1, d/db = -floor(a / b).
-constexpr autograd::BackwardDef kRemainderBackward{[](const BackwardContext& c) -> Grads {
-  const Tensor& g = c.grads[0];
-  return {ops::sum_to(g, c.input_meta[0].sizes),
-          ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
-}, kSaveInputs};
-using autograd::kNotDifferentiable;  // integer-valued (floor_divide)
+constexpr autograd::BackwardDef kRemainderBackward{
+    [](const BackwardContext& c) -> Grads {
+      const Tensor& g = c.grads[0];
+      return {ops::sum_to(g, c.input_meta[0].sizes),
+              ops::sum_to(-g * floor_divide(c.inputs[0], c.inputs[1]), c.input_meta[1].sizes)};
+    },
+    kSaveInputs};
 // d atan2(a, b) = (b da - a db) / (a^2 + b^2).
 constexpr autograd::BackwardDef kAtan2Backward{[](const BackwardContext& c) -> Grads {
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
@@ -184,10 +357,35 @@ const OpDef& kCopySign = register_op(with_backward(binary_def("copysign"), &kCop
 const OpDef& kRemainder = register_op(with_backward(binary_def("remainder"), &kRemainderBackward));
 const OpDef& kFloorDivide = register_op(with_backward(binary_def("floor_divide"), &kNotDifferentiable));
 
-const OpDef& kGeluBackward = register_op(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
-                                               OpKind::Compute, ops::broadcast_all});
-const OpDef& kGeluTanhBackward = register_op(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
-                                                   OpKind::Compute, ops::broadcast_all});
+// gelu_backward(a, x) = a gelu'(x), for second derivatives (create_graph):
+// linear in a; in x it is a gelu''(x), with gelu''(x) = phi(x) (2 - x^2)
+// for the erf form, and for the tanh form (t = tanh(u), u = k (x + c x^3))
+// (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2).
+constexpr autograd::BackwardDef kGeluBackwardGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor &a = c.inputs[0], &x = c.inputs[1];
+      const Tensor pdf = exp(square(x) * -0.5) * 0.3989422804014327;
+      return {to_input(c, 0, gelu_backward(g0(c), x, "none")), to_input(c, 1, g0(c) * a * pdf * (2.0 - square(x)))};
+    },
+    kSaveInputs};
+constexpr autograd::BackwardDef kGeluTanhBackwardGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor &a = c.inputs[0], &x = c.inputs[1];
+      const double k = std::sqrt(2.0 / M_PI), cubic = 0.044715;
+      const Tensor t = tanh((x + square(x) * x * cubic) * k);
+      const Tensor du = (square(x) * (3 * cubic) + 1.0) * k, d2u = x * (6 * k * cubic);
+      const Tensor second = (1.0 - square(t)) * (du + x * 0.5 * (d2u - t * square(du) * 2.0));
+      return {to_input(c, 0, gelu_backward(g0(c), x, "tanh")), to_input(c, 1, g0(c) * a * second)};
+    },
+    kSaveInputs};
+const OpDef& kGeluBackward =
+    register_op(with_backward(OpDef{"gelu_backward", "gelu_backward(Tensor grad_output, Tensor self) -> Tensor",
+                                    OpKind::Compute, ops::broadcast_all},
+                              &kGeluBackwardGrad));
+const OpDef& kGeluTanhBackward = register_op(
+    with_backward(OpDef{"gelu_tanh_backward", "gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor",
+                        OpKind::Compute, ops::broadcast_all},
+                  &kGeluTanhBackwardGrad));
 // Linear in grad_output (its gradient is the same threshold of the incoming
 // one); piecewise constant in self (none).
 constexpr autograd::BackwardDef kThresholdBackwardBackward{[](const BackwardContext& c) -> Grads {
@@ -199,23 +397,36 @@ const OpDef& kThresholdBackward = register_op(with_backward(
     OpDef{"threshold_backward", "threshold_backward(Tensor grad_output, Tensor self, float threshold) -> Tensor",
           OpKind::Compute, ops::broadcast_all},
     &kThresholdBackwardBackward));
-const OpDef& kEq = register_op(binary_def("eq", ops::broadcast_to_bool));
-const OpDef& kNe = register_op(binary_def("ne", ops::broadcast_to_bool));
-const OpDef& kLt = register_op(binary_def("lt", ops::broadcast_to_bool));
-const OpDef& kLe = register_op(binary_def("le", ops::broadcast_to_bool));
-const OpDef& kGt = register_op(binary_def("gt", ops::broadcast_to_bool));
-const OpDef& kGe = register_op(binary_def("ge", ops::broadcast_to_bool));
-const OpDef& kAnd = register_op(binary_def("logical_and", ops::broadcast_to_bool));
-const OpDef& kOr = register_op(binary_def("logical_or", ops::broadcast_to_bool));
-const OpDef& kXor = register_op(binary_def("logical_xor", ops::broadcast_to_bool));
+// Comparisons and logic: bool results, no gradient.
+OpDef boolean_def(const char* name) {
+  return with_backward(binary_def(name, ops::broadcast_to_bool), &kNotDifferentiable);
+}
+const OpDef& kEq = register_op(boolean_def("eq"));
+const OpDef& kNe = register_op(boolean_def("ne"));
+const OpDef& kLt = register_op(boolean_def("lt"));
+const OpDef& kLe = register_op(boolean_def("le"));
+const OpDef& kGt = register_op(boolean_def("gt"));
+const OpDef& kGe = register_op(boolean_def("ge"));
+const OpDef& kAnd = register_op(boolean_def("logical_and"));
+const OpDef& kOr = register_op(boolean_def("logical_or"));
+const OpDef& kXor = register_op(boolean_def("logical_xor"));
 
 std::vector<TensorMeta> where_shape(std::span<const Tensor> in, const Attrs& a) {
   auto m = ops::broadcast_all(in, a);
   m[0].dtype = in[1].dtype();
   return m;
 }
-const OpDef& kWhere = register_op(OpDef{"where", "where(Tensor condition, Tensor self, Tensor other) -> Tensor",
-                                        OpKind::Compute, where_shape});
+// The condition gets no gradient; each branch where it is chosen.
+constexpr autograd::BackwardDef kWhereGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor& cond = c.inputs[0];
+      const Tensor z = zeros_like(g0(c));
+      return {Tensor(), to_input(c, 1, where(cond, g0(c), z)), to_input(c, 2, where(cond, z, g0(c)))};
+    },
+    kSaveInputs};
+const OpDef& kWhere = register_op(with_backward(
+    OpDef{"where", "where(Tensor condition, Tensor self, Tensor other) -> Tensor", OpKind::Compute, where_shape},
+    &kWhereGrad));
 
 // Ops that always compute in floating point (exp of an int tensor is float32).
 Tensor float_input(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(default_dtype()); }
@@ -503,7 +714,7 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
 }
 
 namespace {
-const bool kPublicBindings = [] {
+const bool registered = [] {
   ops::def<&hypot>(kHypot.schema);
   ops::def<&logaddexp>(kLogAddExp.schema);
   ops::def<&tan>(kTan.schema);

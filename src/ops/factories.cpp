@@ -21,12 +21,19 @@ std::vector<TensorMeta> to_copy_shape(std::span<const Tensor> in, const Attrs& a
   if (a.has("preserve_format") && a.get_bool("preserve_format")) ops::follow_memory_format(m[0], in[0]);
   return m;
 }
-const OpDef& kToCopy = register_op(OpDef{
-    "_to_copy", "_to_copy(Tensor self, ScalarType dtype, *, Device? device=None, bool preserve_format=False) -> Tensor",
-    OpKind::Compute, to_copy_shape});
+// The gradient goes back to the input's dtype and device.
+constexpr autograd::BackwardDef kToCopyGrad{[](const autograd::BackwardContext& c) -> std::vector<Tensor> {
+                                              return {c.grads[0].to(*c.input_meta[0].device, c.input_meta[0].dtype)};
+                                            },
+                                            autograd::kSaveNone};
+const OpDef& kToCopy = register_op(ops::with_backward(
+    OpDef{"_to_copy",
+          "_to_copy(Tensor self, ScalarType dtype, *, Device? device=None, bool preserve_format=False) -> Tensor",
+          OpKind::Compute, to_copy_shape},
+    &kToCopyGrad));
 
 OpDef factory(const char* name, const char* schema) {
-  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
+  return ops::with_backward(OpDef{name, schema, OpKind::Compute, ops::from_size_attrs}, &autograd::kNotDifferentiable);
 }
 const OpDef& kFill = register_op(factory("full", "full(int[] size, Scalar value, *, ScalarType dtype, Device device) -> Tensor"));
 const OpDef& kArange = register_op(factory("arange", "arange(int[] size, Scalar start, Scalar step, *, ScalarType dtype, Device device) -> Tensor"));

@@ -7,6 +7,14 @@ namespace {
 
 using ops::shape_str;
 
+// The backward formulas, written with ordinary ops.
+using autograd::kSaveInputs;
+using autograd::kSaveNone;
+using autograd::kSaveOutputs;
+using Ctx = autograd::BackwardContext;
+using Grads = std::vector<Tensor>;
+const Shape& in_shape(const Ctx& c, size_t i = 0) { return c.input_meta[i].sizes; }
+
 std::vector<TensorMeta> cat_shape(std::span<const Tensor> in, const Attrs& a) {
   const int64_t d = a.get_int("dim");
   Shape s;
@@ -20,35 +28,99 @@ std::vector<TensorMeta> cat_shape(std::span<const Tensor> in, const Attrs& a) {
   else s[d] = total;
   return ops::one_output(s, a.get_dtype("dtype"));
 }
-const OpDef& kCat = register_op(OpDef{"cat", "cat(Tensor[] tensors, int dim, *, ScalarType dtype) -> Tensor", OpKind::Compute, cat_shape});
+// Each input its slice of the gradient (a skipped legacy empty one, zeros).
+constexpr autograd::BackwardDef kCatGrad{[](const Ctx& c) -> Grads {
+                                           const int64_t dim = c.attrs.get_int("dim");
+                                           Grads out;
+                                           int64_t off = 0;
+                                           for (const TensorMeta& m : c.input_meta) {
+                                             if (m.sizes.size() == 1 && m.sizes[0] == 0 && c.grads[0].dim() != 1) {
+                                               out.push_back(zeros(m.sizes, TensorOptions(m.dtype).device(m.device)));
+                                               continue;
+                                             }
+                                             out.push_back(c.grads[0].narrow(dim, off, m.sizes[dim]));
+                                             off += m.sizes[dim];
+                                           }
+                                           return out;
+                                         },
+                                         kSaveNone};
+const OpDef& kCat = register_op(ops::with_backward(
+    OpDef{"cat", "cat(Tensor[] tensors, int dim, *, ScalarType dtype) -> Tensor", OpKind::Compute, cat_shape},
+    &kCatGrad));
 
 std::vector<TensorMeta> gather_shape(std::span<const Tensor> in, const Attrs&) {
   return ops::one_output(in[1].sizes(), in[0].dtype());
 }
-const OpDef& kGather = register_op(OpDef{"gather", "gather(Tensor self, int dim, Tensor index) -> Tensor",
-                                         OpKind::Compute, gather_shape});
-const OpDef& kScatter = register_op(OpDef{"scatter", "scatter(Tensor self, int dim, Tensor index, Tensor src, bool add) -> Tensor",
-                                          OpKind::Compute, ops::same_as_first});
+constexpr autograd::BackwardDef kGatherGrad{
+    [](const Ctx& c) -> Grads {
+      return {scatter_add(zeros(in_shape(c), c.grads[0].options()), c.attrs.get_int("dim"), c.inputs[1], c.grads[0]),
+              Tensor()};
+    },
+    kSaveInputs};
+const OpDef& kGather = register_op(ops::with_backward(
+    OpDef{"gather", "gather(Tensor self, int dim, Tensor index) -> Tensor", OpKind::Compute, gather_shape},
+    &kGatherGrad));
+// add: both get g (src at the indices); overwrite: the overwritten places get none.
+constexpr autograd::BackwardDef kScatterGrad{
+    [](const Ctx& c) -> Grads {
+      const int64_t dim = c.attrs.get_int("dim");
+      const Tensor& idx = c.inputs[1];
+      const Tensor& g = c.grads[0];
+      Tensor gx = c.attrs.get_bool("add") ? g : scatter(g, dim, idx, zeros(idx.sizes(), g.options()));
+      // src may be larger than index: only its leading index-shaped block was read.
+      return {gx, Tensor(), ops::block_in_zeros(gather(g, dim, idx), in_shape(c, 2), idx)};
+    },
+    kSaveInputs};
+const OpDef& kScatter = register_op(
+    ops::with_backward(OpDef{"scatter", "scatter(Tensor self, int dim, Tensor index, Tensor src, bool add) -> Tensor",
+                             OpKind::Compute, ops::same_as_first},
+                       &kScatterGrad));
 
 std::vector<TensorMeta> index_select_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
   if (!s.empty()) s[a.get_int("dim")] = in[1].numel();
   return ops::one_output(s, in[0].dtype());
 }
-const OpDef& kIndexSelect = register_op(OpDef{"index_select", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
-                                              OpKind::Compute, index_select_shape});
-const OpDef& kTril = register_op(OpDef{"tril", "tril(Tensor self, int diagonal=0) -> Tensor", OpKind::Compute,
-                                       ops::same_as_first});
-const OpDef& kTriu = register_op(OpDef{"triu", "triu(Tensor self, int diagonal=0) -> Tensor", OpKind::Compute,
-                                       ops::same_as_first});
+constexpr autograd::BackwardDef kIndexSelectGrad{
+    [](const Ctx& c) -> Grads {
+      const int64_t dim = c.attrs.get_int("dim");
+      const Tensor& g = c.grads[0];
+      Shape view(g.dim(), 1);
+      view[dim] = g.size(dim);
+      const Tensor idx = c.inputs[1].reshape(view).to(kInt64).expand(g.sizes());
+      return {scatter_add(zeros(in_shape(c), g.options()), dim, idx, g), Tensor()};
+    },
+    kSaveInputs};
+const OpDef& kIndexSelect =
+    register_op(ops::with_backward(OpDef{"index_select", "index_select(Tensor self, int dim, Tensor index) -> Tensor",
+                                         OpKind::Compute, index_select_shape},
+                                   &kIndexSelectGrad));
+constexpr autograd::BackwardDef kTrilGrad{
+    [](const Ctx& c) -> Grads { return {tril(c.grads[0], c.attrs.get_int("diagonal"))}; }, kSaveNone};
+constexpr autograd::BackwardDef kTriuGrad{
+    [](const Ctx& c) -> Grads { return {triu(c.grads[0], c.attrs.get_int("diagonal"))}; }, kSaveNone};
+const OpDef& kTril = register_op(ops::with_backward(
+    OpDef{"tril", "tril(Tensor self, int diagonal=0) -> Tensor", OpKind::Compute, ops::same_as_first}, &kTrilGrad));
+const OpDef& kTriu = register_op(ops::with_backward(
+    OpDef{"triu", "triu(Tensor self, int diagonal=0) -> Tensor", OpKind::Compute, ops::same_as_first}, &kTriuGrad));
 
 std::vector<TensorMeta> sort_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
   if (!s.empty()) s[a.get_int("dim")] = a.get_int("k");
   return {{s, in[0].dtype()}, {s, kInt64}};
 }
-const OpDef& kSort = register_op(OpDef{"sort", "sort(Tensor self, int dim, bool descending, bool stable, int k) -> (Tensor values, Tensor indices)",
-                                       OpKind::Compute, sort_shape});
+// The values' gradient added back at their indices.
+constexpr autograd::BackwardDef kSortGrad{
+    [](const Ctx& c) -> Grads {
+      const int64_t dim = c.attrs.get_int("dim");
+      if (in_shape(c).empty()) return {c.grads[0]};
+      return {scatter_add(zeros(in_shape(c), c.grads[0].options()), dim, c.outputs[1], c.grads[0])};
+    },
+    kSaveOutputs};
+const OpDef& kSort = register_op(ops::with_backward(
+    OpDef{"sort", "sort(Tensor self, int dim, bool descending, bool stable, int k) -> (Tensor values, Tensor indices)",
+          OpKind::Compute, sort_shape},
+    &kSortGrad));
 
 void check_index(const Tensor& x, int64_t d, const Tensor& index, const char* op) {
   check(index.dtype() == kInt64 || index.dtype() == kInt32, op, "expected an int64 or int32 index but got ",

@@ -19,12 +19,42 @@ std::vector<TensorMeta> matmul_shape(std::span<const Tensor> in, const Attrs&) {
   s.push_back(in[1].size(-1));
   return ops::one_output(s, in[0].dtype());
 }
-const OpDef& kMatmul = register_op(OpDef{"matmul", "matmul(Tensor self, Tensor other) -> Tensor", OpKind::Compute,
-                                         matmul_shape});
+
+using Grads = std::vector<Tensor>;
+using Ctx = autograd::BackwardContext;
+Tensor transpose_last(const Tensor& t) { return t.transpose(-1, -2); }
+
+// Gradients of a and b in a @ b (matmul, and bmm_bias's first two).
+Grads bmm_grads(const Ctx& c) {
+  const Tensor& g = c.grads[0];
+  // A column-major b (linear's weight.t()) gets its gradient in its own
+  // layout, (g^T a)^T, so the weight's gradient arrives contiguous and
+  // is not copied again when it is accumulated. (Its layout from the
+  // metadata: b itself is read only for a's gradient.)
+  const TensorMeta& b = c.input_meta[1];
+  const size_t nb = b.strides.size();
+  const bool b_columns = nb >= 2 && b.strides[nb - 2] == 1 && b.strides[nb - 1] != 1;
+  Tensor gb;
+  if (c.needs_input_grad[1])
+    gb = b_columns ? transpose_last(matmul(transpose_last(g), c.inputs[0])) : matmul(transpose_last(c.inputs[0]), g);
+  return {c.needs_input_grad[0] ? matmul(g, transpose_last(c.inputs[1])) : Tensor(), gb};
+}
+constexpr autograd::BackwardDef kMatmulGrad{bmm_grads, autograd::kSaveInputs};
+constexpr autograd::BackwardDef kMatmulBiasGrad{
+    [](const Ctx& c) -> Grads {  // matmul + a bias row
+      Grads g = bmm_grads(c);
+      g.push_back(c.needs_input_grad[2] ? ops::sum_to(c.grads[0], c.input_meta[2].sizes) : Tensor());
+      return g;
+    },
+    autograd::kSaveInputs};
+
+const OpDef& kMatmul = register_op(ops::with_backward(
+    OpDef{"matmul", "matmul(Tensor self, Tensor other) -> Tensor", OpKind::Compute, matmul_shape}, &kMatmulGrad));
 // kiln::compile's form of matmul followed by a bias add (Note [Bias
 // in the GEMM] in kernels/cpu/matmul_kernel.cpp).
-const OpDef& kMatmulBias = register_op(OpDef{"bmm_bias", "bmm_bias(Tensor self, Tensor mat2, Tensor bias) -> Tensor",
-                                             OpKind::Compute, matmul_shape});
+const OpDef& kMatmulBias = register_op(ops::with_backward(
+    OpDef{"bmm_bias", "bmm_bias(Tensor self, Tensor mat2, Tensor bias) -> Tensor", OpKind::Compute, matmul_shape},
+    &kMatmulBiasGrad));
 
 void check_pair(const Tensor& a, const Tensor& b, const char* op) {
   check(a.dtype() == b.dtype(), op, "expected both operands to have the same dtype, but got ", a.dtype(), " and ",

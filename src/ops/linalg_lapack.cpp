@@ -307,7 +307,7 @@ Tensor svdvals(const Tensor& A) {
 }  // namespace linalg
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&linalg::inv>("linalg_inv(Tensor A) -> Tensor");
   ops::def<&linalg::solve>("linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor");
   ops::def<&linalg::det>("linalg_det(Tensor A) -> Tensor");

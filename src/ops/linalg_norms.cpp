@@ -84,7 +84,7 @@ Tensor norm(const Tensor& A, const std::string& ord, std::optional<Shape> dim, b
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&vector_norm>("linalg_vector_norm(Tensor x, float ord=2, int[] dim=[], bool keepdim=False) -> Tensor");
   ops::def<static_cast<Tensor (*)(const Tensor&, const std::string&, Shape, bool)>(&matrix_norm)>(
       "linalg_matrix_norm.str_ord(Tensor A, str ord='fro', int[] dim=[-2,-1], bool keepdim=False) -> Tensor");

@@ -1,5 +1,6 @@
 // Neural-network functions with fused kernels: softmax, log_softmax,
 // layer_norm, rms_norm, embedding, one_hot.
+#include <algorithm>
 #include <limits>
 
 #include "ops/op_util.h"
@@ -7,28 +8,82 @@
 namespace kiln {
 namespace {
 
-const OpDef& kSoftmax = register_op(OpDef{"softmax", "softmax(Tensor self, int dim, bool log) -> Tensor",
-                                          OpKind::Compute, ops::same_as_first});
-const OpDef& kLayerNorm = register_op(OpDef{"layer_norm",
-                                            "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int n, float eps, bool rms, bool has_weight, bool has_bias) -> Tensor",
-                                            OpKind::Compute, ops::same_as_first});
+using Grads = std::vector<Tensor>;
+using Ctx = autograd::BackwardContext;
+
+constexpr autograd::BackwardDef kSoftmaxGrad{[](const Ctx& c) -> Grads {
+                                               const int64_t dim = c.attrs.get_int("dim");
+                                               const Tensor& y = c.outputs[0];
+                                               const Tensor& g = c.grads[0];
+                                               if (c.attrs.get_bool("log")) return {g - exp(y) * sum(g, {dim}, true)};
+                                               return {y * (g - sum(g * y, {dim}, true))};
+                                             },
+                                             autograd::kSaveOutputs};
+const OpDef& kSoftmax = register_op(ops::with_backward(
+    OpDef{"softmax", "softmax(Tensor self, int dim, bool log) -> Tensor", OpKind::Compute, ops::same_as_first},
+    &kSoftmaxGrad));
+
+// Recomputes the statistics from the saved input (cheap next to storing them).
+constexpr autograd::BackwardDef kLayerNormGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor& x = c.inputs[0];
+      const int64_t n = c.attrs.get_int("n");
+      const double eps = c.attrs.get_double("eps");
+      const bool rms = c.attrs.get_bool("rms"), has_w = c.attrs.get_bool("has_weight"),
+                 has_b = c.attrs.get_bool("has_bias");
+      const Shape rows_shape = {x.numel() / std::max<int64_t>(n, 1), n};
+      const Tensor xr = x.reshape(rows_shape), gr = c.grads[0].reshape(rows_shape);
+      const Tensor mu = rms ? zeros({rows_shape[0], 1}, x.options()) : mean(xr, {1}, true);
+      const Tensor xc = xr - mu;
+      const Tensor rstd = rsqrt(mean(xc * xc, {1}, true) + eps);
+      const Tensor xhat = xc * rstd;
+      const Tensor w = has_w ? c.inputs[1].reshape({1, n}) : Tensor();
+      const Tensor gw_in = has_w ? gr * w : gr;  // dL/dxhat
+      Tensor gx = rms ? rstd * (gw_in - xhat * mean(gw_in * xhat, {1}, true))
+                      : rstd * (gw_in - mean(gw_in, {1}, true) - xhat * mean(gw_in * xhat, {1}, true));
+      Grads out{gx.reshape(c.input_meta[0].sizes)};
+      if (has_w) out.push_back(sum(gr * xhat, {0}).reshape(c.input_meta[1].sizes));
+      if (has_b) out.push_back(sum(gr, {0}).reshape(c.input_meta[has_w ? 2 : 1].sizes));
+      return out;
+    },
+    autograd::kSaveInputs};
+const OpDef& kLayerNorm = register_op(ops::with_backward(
+    OpDef{"layer_norm",
+          "layer_norm(Tensor input, Tensor? weight, Tensor? bias, int n, float eps, bool rms, bool has_weight, bool "
+          "has_bias) -> Tensor",
+          OpKind::Compute, ops::same_as_first},
+    &kLayerNormGrad));
 
 std::vector<TensorMeta> embedding_shape(std::span<const Tensor> in, const Attrs&) {
   Shape s = in[1].sizes();
   s.push_back(in[0].size(1));
   return ops::one_output(s, in[0].dtype());
 }
-// padding_idx (-1: none) is read by the backward only: that row gets no gradient.
-const OpDef& kEmbedding = register_op(OpDef{"embedding", "embedding(Tensor weight, Tensor indices, int padding_idx) -> Tensor",
-                                            OpKind::Compute, embedding_shape});
+// padding_idx (-1: none) is read by the backward only: that row gets no
+// gradient (its lookups' gradients are dropped).
+constexpr autograd::BackwardDef kEmbeddingGrad{
+    [](const Ctx& c) -> Grads {
+      const Shape& weight = c.input_meta[0].sizes;
+      const Tensor flat = c.inputs[1].reshape({-1, 1}).to(kInt64);
+      Tensor g = c.grads[0].reshape({-1, weight[1]});
+      const int64_t pad = c.attrs.get_int("padding_idx");
+      if (pad >= 0) g = where(eq(flat, wrapped_scalar(pad)), zeros_like(g), g);
+      return {scatter_add(zeros(weight, g.options()), 0, flat.expand({flat.size(0), weight[1]}), g), Tensor()};
+    },
+    autograd::kSaveInputs};
+const OpDef& kEmbedding = register_op(
+    ops::with_backward(OpDef{"embedding", "embedding(Tensor weight, Tensor indices, int padding_idx) -> Tensor",
+                             OpKind::Compute, embedding_shape},
+                       &kEmbeddingGrad));
 
 std::vector<TensorMeta> one_hot_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
   s.push_back(a.get_int("num_classes"));
   return ops::one_output(s, kInt64);
 }
-const OpDef& kOneHot = register_op(OpDef{"one_hot", "one_hot(Tensor self, int num_classes) -> Tensor",
-                                         OpKind::Compute, one_hot_shape});
+const OpDef& kOneHot = register_op(ops::with_backward(
+    OpDef{"one_hot", "one_hot(Tensor self, int num_classes) -> Tensor", OpKind::Compute, one_hot_shape},
+    &autograd::kNotDifferentiable));
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";

@@ -61,6 +61,16 @@ void follow_memory_format(TensorMeta& m, const Tensor& x) {
   if (f != MemoryFormat::Contiguous) m.strides = memory_format_strides(m.sizes, f);
 }
 
+std::vector<TensorMeta> asked_gradients(const Attrs& a, DType dtype, const Shape& input, const Shape& weight,
+                                        const Shape& bias, const Tensor& format_of) {
+  auto asked = [&](const char* name, const Shape& sizes) {
+    return TensorMeta(a.get_bool(name) ? sizes : Shape{0}, dtype);
+  };
+  std::vector<TensorMeta> m = {asked("input_grad", input), asked("weight_grad", weight), asked("bias_grad", bias)};
+  if (a.get_bool("input_grad")) follow_memory_format(m[0], format_of);
+  return m;
+}
+
 namespace {
 
 // The first input with the output's sizes sets its memory format.

@@ -58,6 +58,12 @@ std::vector<TensorMeta> broadcast_to_bool(std::span<const Tensor> in, const Attr
 // `m`'s strides for an output in `x`'s suggested memory format (row-major: none).
 void follow_memory_format(TensorMeta& m, const Tensor& x);
 std::vector<TensorMeta> from_size_attrs(std::span<const Tensor>, const Attrs& a);    // attrs size, dtype
+// A layer's backward outputs (grad input, grad weight, grad bias), each of
+// its sizes where attribute "input_grad" / "weight_grad" / "bias_grad" asks
+// for it and of 0 elements where not; grad input in the memory format of
+// format_of.
+std::vector<TensorMeta> asked_gradients(const Attrs& a, DType dtype, const Shape& input, const Shape& weight,
+                                        const Shape& bias, const Tensor& format_of);
 
 // The op declared with its backward formula (OpDef::backward).
 inline OpDef with_backward(OpDef def, const autograd::BackwardDef* backward) {

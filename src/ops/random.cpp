@@ -13,7 +13,7 @@ namespace {
 std::mutex gen_mu;
 
 OpDef random_def(const char* name, const char* schema) {
-  return OpDef{name, schema, OpKind::Compute, ops::from_size_attrs};
+  return ops::with_backward(OpDef{name, schema, OpKind::Compute, ops::from_size_attrs}, &autograd::kNotDifferentiable);
 }
 const OpDef& kRand = register_op(random_def("rand", "rand(int[] size, int seed, int offset, bool normal, *, ScalarType dtype, Device device) -> Tensor"));
 const OpDef& kRandint = register_op(random_def("randint", "randint(int low, int high, int[] size, int seed, int offset, *, ScalarType dtype, Device device) -> Tensor"));
@@ -23,8 +23,10 @@ std::vector<TensorMeta> multinomial_shape(std::span<const Tensor> in, const Attr
   s.back() = a.get_int("num_samples");
   return ops::one_output(s, kInt64);
 }
-const OpDef& kMultinomial = register_op(OpDef{"multinomial", "multinomial(Tensor self, int num_samples, bool replacement, int seed, int offset) -> Tensor",
-                                              OpKind::Compute, multinomial_shape});
+const OpDef& kMultinomial = register_op(ops::with_backward(
+    OpDef{"multinomial", "multinomial(Tensor self, int num_samples, bool replacement, int seed, int offset) -> Tensor",
+          OpKind::Compute, multinomial_shape},
+    &autograd::kNotDifferentiable));
 
 // Seed and first counter for a call needing n counters.
 Attrs draw(int64_t n, Generator& g) {

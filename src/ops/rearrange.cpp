@@ -1,6 +1,6 @@
 // Ops that rearrange elements without arithmetic, composed of views,
 // index_select, cat, expand and gather so autograd and compile come with
-// them: flip, roll, repeat, tile, movedim, take_along_dim, meshgrid,
+// them: flip, roll, repeat, tile, repeat_interleave, movedim, take_along_dim, meshgrid,
 // pixel_shuffle / pixel_unshuffle, diag / diag_embed.
 #include <algorithm>
 #include <numeric>
@@ -80,6 +80,73 @@ Tensor tile(const Tensor& x, const Shape& dims) {
   Shape repeats(static_cast<size_t>(std::max<int64_t>(x.dim() - static_cast<int64_t>(dims.size()), 0)), 1);
   repeats.insert(repeats.end(), dims.begin(), dims.end());
   return repeat(x, repeats);
+}
+
+namespace {
+
+// x along dim (x flattened without one; a 0-d x as one element), and that dim.
+std::pair<Tensor, int64_t> interleave_input(const Tensor& x, std::optional<int64_t> dim) {
+  if (!dim || x.dim() == 0) {
+    if (dim) wrap("repeat_interleave", *dim, 0);
+    return {x.reshape({x.numel()}), 0};
+  }
+  return {x, wrap("repeat_interleave", *dim, x.dim())};
+}
+
+void check_output_size(std::optional<int64_t> output_size, int64_t size) {
+  check(!output_size || *output_size == size, "repeat_interleave", "output_size ", output_size.value_or(0),
+        " is not the result's size ", size);
+}
+
+}  // namespace
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  check(repeats >= 0, "repeat_interleave", "repeats must be non-negative but got ", repeats);
+  const auto [input, d] = interleave_input(x, dim);
+  check_output_size(output_size, input.size(d) * repeats);
+  if (repeats == 1) return input.clone();  // a new tensor, as PyTorch's
+  // (.., n, ..) as (.., n, 1, ..) expanded to (.., n, r, ..) and merged:
+  // expand's backward sums the copies' gradients.
+  Shape expanded = input.sizes(), merged = input.sizes();
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  merged[static_cast<size_t>(d)] *= repeats;
+  return input.unsqueeze(d + 1).expand(expanded).reshape(merged);
+}
+
+Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> output_size) {
+  check(repeats.dim() <= 1, "repeat_interleave", "expected repeats of 0 or 1 dims but got shape ",
+        shape_text(repeats.sizes()));
+  check(repeats.dtype() == kInt64 || repeats.dtype() == kInt32, "repeat_interleave",
+        "expected repeats of dtype int64 or int32 but got ", repeats.dtype());
+  const Tensor counts = repeats.to(kInt64).contiguous();
+  const int64_t* c = counts.data_ptr<int64_t>();
+  int64_t total = 0;
+  for (int64_t i = 0; i < counts.numel(); ++i) {
+    check(c[i] >= 0, "repeat_interleave", "repeats must be non-negative but entry ", i, " is ", c[i]);
+    total += c[i];
+  }
+  check_output_size(output_size, total);
+  std::vector<int64_t> indices;
+  indices.reserve(static_cast<size_t>(total));
+  for (int64_t i = 0; i < counts.numel(); ++i) indices.insert(indices.end(), static_cast<size_t>(c[i]), i);
+  return tensor(indices, {total});
+}
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  const auto [input, d] = interleave_input(x, dim);
+  const int64_t n = input.size(d);
+  check(repeats.dim() <= 1 && (repeats.numel() == n || repeats.numel() == 1), "repeat_interleave",
+        "expected repeats of ", n, " entries (the size of dim ", d, " of ", shape_text(x.sizes()),
+        ") or of one but got shape ", shape_text(repeats.sizes()));
+  if (repeats.numel() == 1 && n != 1) {
+    check(repeats.dtype() == kInt64 || repeats.dtype() == kInt32, "repeat_interleave",
+          "expected repeats of dtype int64 or int32 but got ", repeats.dtype());
+    return repeat_interleave(input, repeats.to(kInt64).item<int64_t>(), d, output_size);
+  }
+  // index_select's backward adds each copy's gradient into its slice.
+  return index_select(input, d, repeat_interleave(repeats.reshape({n}), output_size));
 }
 
 Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination) {
@@ -203,6 +270,14 @@ const bool registered = [] {
   ops::def<&roll>("roll(Tensor self, int[] shifts, int[] dims=[]) -> Tensor");
   ops::def<&repeat>("repeat(Tensor self, int[] repeats) -> Tensor");
   ops::def<&tile>("tile(Tensor self, int[] dims) -> Tensor");
+  ops::def<static_cast<Tensor (*)(const Tensor&, std::optional<int64_t>)>(&repeat_interleave)>(
+      "repeat_interleave.Tensor(Tensor repeats, *, int? output_size=None) -> Tensor");
+  ops::def<static_cast<Tensor (*)(const Tensor&, const Tensor&, std::optional<int64_t>, std::optional<int64_t>)>(
+      &repeat_interleave)>(
+      "repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, int? output_size=None) -> Tensor");
+  ops::def<static_cast<Tensor (*)(const Tensor&, int64_t, std::optional<int64_t>, std::optional<int64_t>)>(
+      &repeat_interleave)>(
+      "repeat_interleave.self_int(Tensor self, int repeats, int? dim=None, *, int? output_size=None) -> Tensor");
   ops::def<&movedim>("movedim.intlist(Tensor(a) self, int[] source, int[] destination) -> Tensor(a)");
   ops::def<&take_along_dim>("take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor");
   ops::def<&meshgrid>("meshgrid.indexing(Tensor[] tensors, *, str indexing) -> Tensor[]");

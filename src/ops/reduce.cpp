@@ -14,16 +14,86 @@ std::vector<TensorMeta> reduce_shape(std::span<const Tensor> in, const Attrs& a)
   return ops::one_output(ops::reduced_shape(in[0].sizes(), a.get_shape("dims"), a.get_bool("keepdim")), a.get_dtype("dtype"));
 }
 
-OpDef reduce_def(const char* name) {
-  return OpDef{name, std::string(name) + "(Tensor self, int[] dims, bool keepdim, *, ScalarType dtype) -> Tensor",
-               OpKind::Compute, reduce_shape};
+// The backward formulas, written with ordinary ops.
+using autograd::kSaveBoth;
+using autograd::kSaveNone;
+using autograd::kSaveOutputs;
+using Ctx = autograd::BackwardContext;
+using Grads = std::vector<Tensor>;
+const Shape& in_shape(const Ctx& c) { return c.input_meta[0].sizes; }
+
+// g of a reduction (keepdim or not) reshaped so it broadcasts against the input.
+Tensor keepdim_grad(const Tensor& g, const Shape& input, const Shape& dims) {
+  Shape s = input;
+  for (int64_t d : dims) s[d] = 1;
+  if (input.empty()) s = {};
+  return g.reshape(s);
 }
-const OpDef& kSum = register_op(reduce_def("sum"));
-const OpDef& kProd = register_op(reduce_def("prod"));
-const OpDef& kAmax = register_op(reduce_def("amax"));
-const OpDef& kAmin = register_op(reduce_def("amin"));
-const OpDef& kAll = register_op(reduce_def("all"));
-const OpDef& kAny = register_op(reduce_def("any"));
+
+constexpr autograd::BackwardDef kSumGrad{[](const Ctx& c) -> Grads {
+                                           return {keepdim_grad(c.grads[0], in_shape(c), c.attrs.get_shape("dims"))
+                                                       .expand(in_shape(c))
+                                                       .to(c.input_meta[0].dtype)};
+                                         },
+                                         kSaveNone};
+// d(prod)/dx_i = prod / x_i; inputs with zeros use a where() to avoid 0/0.
+constexpr autograd::BackwardDef kProdGrad{
+    [](const Ctx& c) -> Grads {
+      const Shape& dims = c.attrs.get_shape("dims");
+      const Tensor& x = c.inputs[0];
+      const Tensor y = keepdim_grad(c.outputs[0], in_shape(c), dims);
+      const Tensor g = keepdim_grad(c.grads[0], in_shape(c), dims);
+      const Tensor is_zero = eq(x, wrapped_scalar(0));
+      const Tensor safe = where(is_zero, ones_like(x), x);
+      const Tensor others = prod(safe, dims, true);  // product of the non-zero entries
+      const Tensor zero_count = sum(is_zero.to(x.dtype()), dims, true);
+      // One zero: its gradient is the product of the others; two or more: all zero.
+      const Tensor when_zero = where(eq(zero_count, wrapped_scalar(1)), others, zeros_like(others));
+      return {g * where(is_zero, when_zero.expand(x.sizes()), y / safe)};
+    },
+    kSaveBoth};
+// amax / amin: shared evenly by the inputs equal to the result.
+constexpr autograd::BackwardDef kExtremeGrad{
+    [](const Ctx& c) -> Grads {
+      const Shape& dims = c.attrs.get_shape("dims");
+      const Tensor& x = c.inputs[0];
+      const Tensor y = keepdim_grad(c.outputs[0], in_shape(c), dims);
+      const Tensor mask = eq(x, y).to(x.dtype());
+      return {keepdim_grad(c.grads[0], in_shape(c), dims) * mask / sum(mask, dims, true)};
+    },
+    kSaveBoth};
+// max.dim / min.dim: the values' gradient scattered at the indices.
+constexpr autograd::BackwardDef kExtremeDimGrad{[](const Ctx& c) -> Grads {
+                                                  const int64_t dim = c.attrs.get_int("dim");
+                                                  if (in_shape(c).empty()) return {c.grads[0]};
+                                                  const bool kept = c.attrs.get_bool("keepdim");
+                                                  const Tensor index =
+                                                      kept ? c.outputs[1] : c.outputs[1].unsqueeze(dim);
+                                                  const Tensor g = kept ? c.grads[0] : c.grads[0].unsqueeze(dim);
+                                                  return {scatter(zeros(in_shape(c), g.options()), dim, index, g)};
+                                                },
+                                                kSaveOutputs};
+// A scan the other way: cumsum's gradient is a reversed cumsum, and a reversed one's a forward one.
+constexpr autograd::BackwardDef kCumsumGrad{
+    [](const Ctx& c) -> Grads {
+      const int64_t dim = c.attrs.get_int("dim");
+      const Tensor g = c.grads[0].to(c.input_meta[0].dtype);
+      return {c.attrs.get_bool("reverse") ? cumsum(g, dim) : cumsum_backward(g, dim)};
+    },
+    kSaveNone};
+
+OpDef reduce_def(const char* name, const autograd::BackwardDef* backward) {
+  return ops::with_backward(
+      OpDef{name, std::string(name) + "(Tensor self, int[] dims, bool keepdim, *, ScalarType dtype) -> Tensor",
+            OpKind::Compute, reduce_shape},
+      backward);
+}
+const OpDef& kSum = register_op(reduce_def("sum", &kSumGrad));
+const OpDef& kProd = register_op(reduce_def("prod", &kProdGrad));
+const OpDef& kAmax = register_op(reduce_def("amax", &kExtremeGrad));
+const OpDef& kAmin = register_op(reduce_def("amin", &kExtremeGrad));
+const OpDef& kAll = register_op(reduce_def("all", &autograd::kNotDifferentiable));
+const OpDef& kAny = register_op(reduce_def("any", &autograd::kNotDifferentiable));
 
 std::vector<TensorMeta> extreme_dim_shape(std::span<const Tensor> in, const Attrs& a) {
   Shape s = in[0].sizes();
@@ -34,18 +104,22 @@ std::vector<TensorMeta> extreme_dim_shape(std::span<const Tensor> in, const Attr
   }
   return {{s, in[0].dtype()}, {s, kInt64}};
 }
-const OpDef& kMaxDim = register_op(OpDef{
-    "max.dim", "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-    OpKind::Compute, extreme_dim_shape});
-const OpDef& kMinDim = register_op(OpDef{
-    "min.dim", "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-    OpKind::Compute, extreme_dim_shape});
+const OpDef& kMaxDim = register_op(ops::with_backward(
+    OpDef{"max.dim", "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+          OpKind::Compute, extreme_dim_shape},
+    &kExtremeDimGrad));
+const OpDef& kMinDim = register_op(ops::with_backward(
+    OpDef{"min.dim", "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+          OpKind::Compute, extreme_dim_shape},
+    &kExtremeDimGrad));
 
 std::vector<TensorMeta> cumsum_shape(std::span<const Tensor> in, const Attrs& a) {
   return ops::one_output(in[0].sizes(), a.get_dtype("dtype"));
 }
-const OpDef& kCumsum = register_op(OpDef{"cumsum", "cumsum(Tensor self, int dim, bool reverse, *, ScalarType dtype) -> Tensor",
-                                         OpKind::Compute, cumsum_shape});
+const OpDef& kCumsum = register_op(
+    ops::with_backward(OpDef{"cumsum", "cumsum(Tensor self, int dim, bool reverse, *, ScalarType dtype) -> Tensor",
+                             OpKind::Compute, cumsum_shape},
+                       &kCumsumGrad));
 
 Tensor reduce(const OpDef& op, const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype) {
   const Shape d = ops::reduction_dims(x, dims, op.name.c_str());

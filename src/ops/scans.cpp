@@ -107,7 +107,7 @@ Tensor logcumsumexp(const Tensor& x, int64_t dim) {
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&cumprod>("cumprod(Tensor self, int dim) -> Tensor");
   ops::def<&cummax>("cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)");
   ops::def<&cummin>("cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)");

@@ -107,7 +107,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&scatter_reduce>(
       "scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> "
       "Tensor");

@@ -79,7 +79,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x) {
 }
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&searchsorted>(
       "searchsorted(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, "
       "Tensor? sorter=None) -> Tensor");

@@ -226,14 +226,75 @@ std::vector<TensorMeta> diagonal_shape(std::span<const Tensor> in, const Attrs& 
 std::vector<TensorMeta> alias_shape(std::span<const Tensor> in, const Attrs&) { return {meta_of(in[0])}; }
 
 OpDef view_def(const char* name, const char* schema, ShapeFn f) { return OpDef{name, schema, OpKind::View, f, {}}; }
-const OpDef& kView = register_op(view_def("view", "view(Tensor(a) self, int[] size) -> Tensor(a)", view_shape));
-const OpDef& kPermute = register_op(view_def("permute", "permute(Tensor(a) self, int[] dims) -> Tensor(a)", permute_shape));
-const OpDef& kExpand = register_op(view_def("expand", "expand(Tensor(a) self, int[] size) -> Tensor(a)", expand_shape));
-const OpDef& kSlice = register_op(view_def("slice", "slice(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)", slice_shape));
-const OpDef& kSelect = register_op(view_def("select", "select(Tensor(a) self, int dim, int index) -> Tensor(a)", select_shape));
-const OpDef& kSqueeze = register_op(view_def("squeeze", "squeeze(Tensor(a) self, int? dim) -> Tensor(a)", squeeze_shape));
-const OpDef& kUnsqueeze = register_op(view_def("unsqueeze", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_shape));
-const OpDef& kUnfold = register_op(view_def("unfold", "unfold(Tensor(a) self, int dim, int size, int step) -> Tensor(a)", unfold_shape));
+
+// The views' backward formulas, written with ordinary ops.
+using autograd::kSaveNone;
+using Ctx = autograd::BackwardContext;
+using Grads = std::vector<Tensor>;
+const Shape& in_shape(const Ctx& c) { return c.input_meta[0].sizes; }
+OpDef view_def(const char* name, const char* schema, ShapeFn f, const autograd::BackwardDef* backward) {
+  return ops::with_backward(view_def(name, schema, f), backward);
+}
+// view, squeeze, unsqueeze: the gradient reshaped back.
+constexpr autograd::BackwardDef kReshapeGrad{[](const Ctx& c) -> Grads { return {c.grads[0].reshape(in_shape(c))}; },
+                                             kSaveNone};
+constexpr autograd::BackwardDef kAliasGrad{[](const Ctx& c) -> Grads { return {c.grads[0]}; }, kSaveNone};
+constexpr autograd::BackwardDef kPermuteGrad{[](const Ctx& c) -> Grads {
+                                               const Shape& dims = c.attrs.get_shape("dims");
+                                               Shape inv(dims.size());
+                                               for (size_t i = 0; i < dims.size(); ++i)
+                                                 inv[(dims[i] + dims.size()) % dims.size()] = static_cast<int64_t>(i);
+                                               return {c.grads[0].permute(inv)};
+                                             },
+                                             kSaveNone};
+constexpr autograd::BackwardDef kExpandGrad{
+    [](const Ctx& c) -> Grads { return {ops::sum_to(c.grads[0], in_shape(c))}; }, kSaveNone};
+constexpr autograd::BackwardDef kSliceGrad{
+    [](const Ctx& c) -> Grads {
+      const auto& a = c.attrs;
+      return {slice_backward(c.grads[0], in_shape(c), a.get_int("dim"), a.get_int("start"), a.get_int("end"),
+                             a.get_int("step"))};
+    },
+    kSaveNone};
+constexpr autograd::BackwardDef kSelectGrad{
+    [](const Ctx& c) -> Grads {
+      return {select_backward(c.grads[0], in_shape(c), c.attrs.get_int("dim"), c.attrs.get_int("index"))};
+    },
+    kSaveNone};
+// Windows may overlap: each window's gradient is added back into place.
+constexpr autograd::BackwardDef kUnfoldGrad{
+    [](const Ctx& c) -> Grads {
+      const Tensor& g = c.grads[0];
+      const int64_t dim = c.attrs.get_int("dim"), size = c.attrs.get_int("size"), step = c.attrs.get_int("step");
+      Tensor z = zeros(in_shape(c), g.options());
+      if (in_shape(c).empty()) return {g.reshape({})};
+      const int64_t nd = static_cast<int64_t>(in_shape(c).size());
+      const int64_t d = dim < 0 ? dim + nd : dim;
+      Shape perm;  // the window dim (last in the gradient) goes back to position d
+      for (int64_t i = 0; i < d; ++i) perm.push_back(i);
+      perm.push_back(nd - 1);
+      for (int64_t i = d; i < nd - 1; ++i) perm.push_back(i);
+      for (int64_t w = 0; w < g.size(d); ++w) z.narrow(d, w * step, size).add_(g.select(d, w).permute(perm));
+      return {z};
+    },
+    kSaveNone};
+
+const OpDef& kView =
+    register_op(view_def("view", "view(Tensor(a) self, int[] size) -> Tensor(a)", view_shape, &kReshapeGrad));
+const OpDef& kPermute =
+    register_op(view_def("permute", "permute(Tensor(a) self, int[] dims) -> Tensor(a)", permute_shape, &kPermuteGrad));
+const OpDef& kExpand =
+    register_op(view_def("expand", "expand(Tensor(a) self, int[] size) -> Tensor(a)", expand_shape, &kExpandGrad));
+const OpDef& kSlice = register_op(view_def(
+    "slice", "slice(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)", slice_shape, &kSliceGrad));
+const OpDef& kSelect = register_op(
+    view_def("select", "select(Tensor(a) self, int dim, int index) -> Tensor(a)", select_shape, &kSelectGrad));
+const OpDef& kSqueeze =
+    register_op(view_def("squeeze", "squeeze(Tensor(a) self, int? dim) -> Tensor(a)", squeeze_shape, &kReshapeGrad));
+const OpDef& kUnsqueeze = register_op(
+    view_def("unsqueeze", "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", unsqueeze_shape, &kReshapeGrad));
+const OpDef& kUnfold = register_op(
+    view_def("unfold", "unfold(Tensor(a) self, int dim, int size, int step) -> Tensor(a)", unfold_shape, &kUnfoldGrad));
 const OpDef& kAsStrided = register_op(view_def("as_strided", "as_strided(Tensor(a) self, int[] size, int[] stride, int storage_offset) -> Tensor(a)", as_strided_shape));
 // Its gradient: zeros of the input's shape with the gradient written through the same diagonal.
 std::vector<Tensor> diagonal_backward(const autograd::BackwardContext& c) {
@@ -245,10 +306,11 @@ constexpr autograd::BackwardDef kDiagonalBackward{diagonal_backward, autograd::k
 const OpDef& kDiagonal = register_op(ops::with_backward(
     view_def("diagonal", "diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", diagonal_shape),
     &kDiagonalBackward));
-const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape));
+const OpDef& kAlias = register_op(view_def("alias", "alias(Tensor(a) self) -> Tensor(a)", alias_shape, &kAliasGrad));
 // detach is its own op, not an alias whose history is dropped afterwards,
 // so that a trace (kiln::compile) sees where gradients stop.
-const OpDef& kDetach = register_op(view_def("detach", "detach(Tensor(a) self) -> Tensor(a)", alias_shape));
+const OpDef& kDetach =
+    register_op(view_def("detach", "detach(Tensor(a) self) -> Tensor(a)", alias_shape, &autograd::kNotDifferentiable));
 
 // Note [View backward ops]
 // slice_backward / select_backward (as in PyTorch) are the gradients of
@@ -278,14 +340,33 @@ void view_backward_kernel(const OpCall& c) {
 }
 const OpDef& slice_op() { return kSlice; }
 const OpDef& select_op() { return kSelect; }
-const OpDef& kSliceBackward = register_op(OpDef{
-    "slice_backward", "slice_backward(Tensor grad, int[] input_sizes, int dim, int start, int end, int step) -> Tensor",
-    OpKind::Compute, [](std::span<const Tensor> in, const Attrs& a) { return view_backward_shape("slice_backward", kSlice, in, a); },
-    {view_backward_kernel<slice_op>}});
-const OpDef& kSelectBackward = register_op(OpDef{
-    "select_backward", "select_backward(Tensor grad, int[] input_sizes, int dim, int index) -> Tensor",
-    OpKind::Compute, [](std::span<const Tensor> in, const Attrs& a) { return view_backward_shape("select_backward", kSelect, in, a); },
-    {view_backward_kernel<select_op>}});
+// Their own gradients (second derivatives): the same view of the gradient.
+constexpr autograd::BackwardDef kSliceBackwardGrad{
+    [](const Ctx& c) -> Grads {
+      const auto& a = c.attrs;
+      return {c.grads[0].slice(a.get_int("dim"), a.get_int("start"), a.get_int("end"), a.get_int("step"))};
+    },
+    kSaveNone};
+constexpr autograd::BackwardDef kSelectBackwardGrad{
+    [](const Ctx& c) -> Grads { return {c.grads[0].select(c.attrs.get_int("dim"), c.attrs.get_int("index"))}; },
+    kSaveNone};
+const OpDef& kSliceBackward = register_op(ops::with_backward(
+    OpDef{
+        "slice_backward",
+        "slice_backward(Tensor grad, int[] input_sizes, int dim, int start, int end, int step) -> Tensor",
+        OpKind::Compute,
+        [](std::span<const Tensor> in, const Attrs& a) { return view_backward_shape("slice_backward", kSlice, in, a); },
+        {view_backward_kernel<slice_op>}},
+    &kSliceBackwardGrad));
+const OpDef& kSelectBackward = register_op(
+    ops::with_backward(OpDef{"select_backward",
+                             "select_backward(Tensor grad, int[] input_sizes, int dim, int index) -> Tensor",
+                             OpKind::Compute,
+                             [](std::span<const Tensor> in, const Attrs& a) {
+                               return view_backward_shape("select_backward", kSelect, in, a);
+                             },
+                             {view_backward_kernel<select_op>}},
+                       &kSelectBackwardGrad));
 
 }  // namespace
 

@@ -70,7 +70,8 @@ std::vector<Case> cases() {
       {"trunc", &trunc}, {"frac", &frac}, {"log_sigmoid", &log_sigmoid}, {"selu", &selu}, {"isnan", &isnan},
       {"isinf", &isinf}, {"isfinite", &isfinite}, {"tan", &tan}, {"asin", &asin}, {"acos", &acos},
       {"atan", &atan}, {"sinh", &sinh}, {"cosh", &cosh}, {"asinh", &asinh}, {"acosh", &acosh}, {"atanh", &atanh}};
-  for (const auto& [name, f] : unary) {
+  for (const auto& [name, fn] : unary) {
+    const auto f = fn;  // a copy: clang 14 cannot capture a structured binding
     c.push_back({name, {x}, {}, [=] { return one(f(x)); }});
     c.push_back({name, {xt}, {}, [=] { return one(f(xt)); }});
   }
@@ -94,7 +95,8 @@ std::vector<Case> cases() {
       {"logical_or", &logical_or}, {"logical_xor", &logical_xor}, {"matmul", &matmul}, {"mm", &mm},
       {"hypot", &hypot}, {"copysign.Tensor", &copysign}, {"remainder.Tensor", &remainder},
       {"floor_divide", &floor_divide}, {"atan2", &atan2}};
-  for (const auto& [name, f] : binary) {
+  for (const auto& [name, fn] : binary) {
+    const auto f = fn;  // a copy: clang 14 cannot capture a structured binding
     const bool gemm = std::string(name) == "matmul" || std::string(name) == "mm";
     const Tensor b = gemm ? m45 : row;
     c.push_back({name, {xt, b}, {}, [=] { return one(f(xt, b)); }});
@@ -194,6 +196,16 @@ std::vector<Case> cases() {
   c.push_back({"roll", {xt, Shape{2}}, {{"dims", Shape{1}}}, [=] { return one(roll(xt, {2}, {1})); }});
   c.push_back({"repeat", {xt, Shape{2, 1, 2}}, {}, [=] { return one(repeat(xt, {2, 1, 2})); }});
   c.push_back({"tile", {xt, Shape{2}}, {}, [=] { return one(tile(xt, {2})); }});
+  const Tensor repeats = tensor<int64_t>({2, 0, 1});
+  c.push_back({"repeat_interleave.Tensor", {repeats}, {{"output_size", int64_t{3}}}, [=] {
+                 return one(repeat_interleave(repeats, std::optional<int64_t>{3}));
+               }});
+  c.push_back({"repeat_interleave.self_Tensor", {xt, repeats, int64_t{0}}, {}, [=] {
+                 return one(repeat_interleave(xt, repeats, 0));
+               }});
+  c.push_back({"repeat_interleave.self_int", {xt, int64_t{2}}, {{"dim", int64_t{-1}}}, [=] {
+                 return one(repeat_interleave(xt, 2, -1));
+               }});
   c.push_back({"movedim.intlist", {xt, Shape{0}, Shape{1}}, {}, [=] { return one(movedim(xt, {0}, {1})); }});
   const Tensor pick = randint(0, 4, {3, 2}), row5 = m45.select(0, 0);
   c.push_back({"take_along_dim", {m34, pick}, {{"dim", int64_t{1}}}, [=] { return one(take_along_dim(m34, pick, 1)); }});

@@ -42,6 +42,37 @@ TEST(Schema, ParsesPyTorchNotation) {
   EXPECT_EQ(f.find("nope"), nullptr);
 }
 
+bool same_arg(const SchemaArg& a, const SchemaArg& b) {
+  return a.name == b.name && a.type == b.type && a.optional == b.optional && a.fixed_size == b.fixed_size &&
+         a.alias == b.alias && a.kwarg_only == b.kwarg_only && a.default_value == b.default_value;
+}
+
+void expect_round_trip(const Schema& s) {
+  const std::string text = schema_text(s);
+  const Schema back = parse_schema(text);
+  EXPECT_EQ(back.name, s.name) << text;
+  EXPECT_EQ(back.varargs, s.varargs) << text;
+  ASSERT_EQ(back.arguments.size(), s.arguments.size()) << text;
+  ASSERT_EQ(back.returns.size(), s.returns.size()) << text;
+  for (size_t i = 0; i < s.arguments.size(); ++i) EXPECT_TRUE(same_arg(back.arguments[i], s.arguments[i])) << text;
+  for (size_t i = 0; i < s.returns.size(); ++i) EXPECT_TRUE(same_arg(back.returns[i], s.returns[i])) << text;
+}
+
+// schema_text is parse_schema's inverse, on every schema the registries hold
+// and on forms they may lack.
+TEST(Schema, TextParsesBackToTheSameSchema) {
+  for (const PublicOp* op : public_ops()) expect_round_trip(op->schema);
+  for (const OpDef* op : all_ops()) expect_round_trip(op->parsed);
+  for (const char* text :
+       {"f(Tensor(a!) self, *, Tensor[2]? out=None, int[] size=[1, 2], str s='x y') -> Tensor(a!)",
+        "g(Tensor self, ...) -> ()", "h() -> (Tensor values, Tensor)", "m::op.overload(Scalar x) -> int"})
+    expect_round_trip(parse_schema(text));
+  EXPECT_EQ(schema_text(parse_schema("add(Tensor self,Tensor other , *,Scalar alpha=1)->Tensor")),
+            "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
+  EXPECT_EQ(schema_text(parse_schema("sort(Tensor self) -> (Tensor values, Tensor indices)")),
+            "sort(Tensor self) -> (Tensor values, Tensor indices)");
+}
+
 TEST(Schema, MalformedSchemasNameThePlace) {
   expect_error([] { parse_schema("add(Tensor self, Tensor other"); }, {"[schema]", "add(Tensor self, Tensor other", "expected ')'"});
   expect_error([] { parse_schema("add(Tensr self) -> Tensor"); }, {"[schema]", "unknown type 'Tensr'"});

@@ -1,4 +1,4 @@
-// flip, roll, repeat, tile, movedim, take_along_dim, meshgrid and the
+// flip, roll, repeat, tile, repeat_interleave, movedim, take_along_dim, meshgrid and the
 // composed products (outer, dot, addmm, addbmm, baddbmm, tensordot, kron)
 // against float64 references computed element by element here, in several
 // layouts, empty and 0-d; gradcheck; errors.
@@ -62,6 +62,101 @@ TEST(Rearrange, FlipRollRepeatTileMovedim) {
   expect_error([&] { (void)repeat(g, {2}); }, {"repeat", "[2]", "2 dims"});
   expect_error([&] { (void)repeat(g, {2, -1}); }, {"repeat", "non-negative"});
   expect_error([&] { (void)movedim(g, {0}, {1, 0}); }, {"movedim", "same length"});
+}
+
+TEST(Rearrange, RepeatInterleave) {
+  manual_seed(81);
+  // The source index along the repeated dim of each output index, from counts.
+  auto sources = [](const std::vector<int64_t>& counts) {
+    std::vector<int64_t> src;
+    for (size_t i = 0; i < counts.size(); ++i) src.insert(src.end(), static_cast<size_t>(counts[i]), int64_t(i));
+    return src;
+  };
+  for (Layout layout : all_layouts()) {
+    const Tensor x = make_input({3, 4, 5}, layout, kFloat64);
+    const std::string l = layout_name(layout);
+    for (int64_t dim : {0, 1, -1}) {
+      const int64_t d = dim < 0 ? dim + 3 : dim;
+      Shape out = x.sizes();
+      out[static_cast<size_t>(d)] *= 3;
+      expect_each(
+          repeat_interleave(x, 3, dim), out,
+          [&](auto i) {
+            i[static_cast<size_t>(d)] /= 3;
+            return at_broadcast(x, i);
+          },
+          "int repeats dim " + std::to_string(dim) + " " + l);
+      // Counts per slice, zeros among them.
+      std::vector<int64_t> counts;
+      for (int64_t k = 0; k < x.size(d); ++k) counts.push_back((k * 7 + 2) % 4);
+      const std::vector<int64_t> src = sources(counts);
+      out[static_cast<size_t>(d)] = static_cast<int64_t>(src.size());
+      expect_each(
+          repeat_interleave(x, tensor(counts), dim), out,
+          [&](auto i) {
+            i[static_cast<size_t>(d)] = src[static_cast<size_t>(i[static_cast<size_t>(d)])];
+            return at_broadcast(x, i);
+          },
+          "tensor repeats dim " + std::to_string(dim) + " " + l);
+    }
+    // Without dim: x flattened (row-major, whatever its strides).
+    expect_each(
+        repeat_interleave(x, 2), {120},
+        [&](auto i) {
+          return at_broadcast(x, unravel(i[0] / 2, {3, 4, 5}));
+        },
+        "flattened " + l);
+  }
+  // The indices form, a one-entry count for every slice, int32 counts, 0-d, empty.
+  EXPECT_EQ(values(repeat_interleave(tensor<int64_t>({2, 0, 1}))), (std::vector<double>{0, 0, 2}));
+  EXPECT_EQ(repeat_interleave(tensor<int64_t>({2, 0, 1})).dtype(), kInt64);
+  EXPECT_EQ(values(repeat_interleave(tensor<double>({1, 2}), tensor<int32_t>({2}))), (std::vector<double>{1, 1, 2, 2}));
+  EXPECT_EQ(values(repeat_interleave(tensor<double>({1, 2}), tensor<int32_t>({0, 3}), 0, 3)),
+            (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(values(repeat_interleave(full({}, 5.0), 3)), (std::vector<double>{5, 5, 5}));
+  EXPECT_EQ(repeat_interleave(zeros({2, 0}), 4, 1).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(repeat_interleave(zeros({2, 3}), 0, 0).sizes(), (Shape{0, 3}));
+  EXPECT_EQ(repeat_interleave(tensor<int64_t>(std::vector<int64_t>{})).numel(), 0);
+  // A new tensor even with one repeat.
+  const Tensor one = ones({2});
+  Tensor copy = repeat_interleave(one, 1);
+  copy.fill_(5.0);
+  EXPECT_EQ(values(one), (std::vector<double>{1, 1}));
+  // Gradients: each slice's copies summed.
+  const Tensor g = randn({3, 4});
+  expect_gradcheck([](const Tensor& t) { return repeat_interleave(t, 3, 1); }, g, "repeat_interleave int");
+  expect_gradcheck(
+      [](const Tensor& t) {
+        return repeat_interleave(t, tensor<int64_t>({1, 0, 3}), 0);
+      },
+      g, "repeat_interleave tensor");
+  expect_gradcheck([](const Tensor& t) { return repeat_interleave(t, 2); }, g, "repeat_interleave flattened");
+  // By name, each overload.
+  EXPECT_EQ(values(std::get<Tensor>(call_op("repeat_interleave", {tensor<int64_t>({1, 2})})[0])),
+            (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(std::get<Tensor>(call_op("repeat_interleave", {g, IValue(int64_t{2})}, {{"dim", int64_t{0}}})[0]).sizes(),
+            (Shape{6, 4}));
+  EXPECT_EQ(
+      std::get<Tensor>(call_op("repeat_interleave", {g, tensor<int64_t>({1, 0, 3})}, {{"dim", int64_t{0}}})[0]).sizes(),
+      (Shape{4, 4}));
+  expect_error([&] { (void)repeat_interleave(g, -1); }, {"repeat_interleave", "non-negative", "-1"});
+  expect_error(
+      [&] {
+        (void)repeat_interleave(g, tensor<int64_t>({1, -2, 1}), 0);
+      },
+      {"repeat_interleave", "entry 1", "-2"});
+  expect_error(
+      [&] {
+        (void)repeat_interleave(g, tensor<int64_t>({1, 2}), 0);
+      },
+      {"repeat_interleave", "3 entries", "[3, 4]", "[2]"});
+  expect_error(
+      [&] {
+        (void)repeat_interleave(g, tensor<double>({1, 2, 3}), 0);
+      },
+      {"repeat_interleave", "int64", "float64"});
+  expect_error([&] { (void)repeat_interleave(g, 2, 0, 5); }, {"repeat_interleave", "output_size 5", "6"});
+  expect_error([&] { (void)repeat_interleave(g, 2, 2); }, {"repeat_interleave", "dim 2"});
 }
 
 TEST(Rearrange, TakeAlongDimAndMeshgrid) {

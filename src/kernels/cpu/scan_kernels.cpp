@@ -9,6 +9,7 @@
 #include "core/convert.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/pointwise_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -82,14 +83,6 @@ void extreme_scan(const OpCall& c) {
   });
 }
 
-// log(e^a + e^b) without overflow; e^-inf adds nothing, inf + inf is inf.
-double log_add_exp(double a, double b) {
-  if (a != a || b != b) return std::numeric_limits<double>::quiet_NaN();
-  const double hi = a > b ? a : b, lo = a > b ? b : a;
-  if (lo == -std::numeric_limits<double>::infinity() || hi == std::numeric_limits<double>::infinity()) return hi;
-  return hi + std::log1p(std::exp(lo - hi));
-}
-
 }  // namespace
 
 void cumsum_kernel(const OpCall& c) { accumulate_scan<false>(c, "cumsum", c.attrs.get_bool("reverse")); }
@@ -140,7 +133,7 @@ void logcumsumexp_kernel(const OpCall& c) {
       for_each_line<2>({&x, &out}, dim, R, [&](const std::array<char*, 2>& b, int64_t) {
         double acc = -std::numeric_limits<double>::infinity();
         for (int64_t r = 0; r < R; ++r) {
-          acc = log_add_exp(acc, convert<double>(reinterpret_cast<const T*>(b[0])[r * xs]));
+          acc = pointwise::LogAddExp::f(acc, convert<double>(reinterpret_cast<const T*>(b[0])[r * xs]));
           reinterpret_cast<T*>(b[1])[r * os] = convert<T>(acc);
         }
       });

@@ -27,11 +27,14 @@ const OpDef& kCtcBackward = register_op(ops::with_backward(
           [](std::span<const Tensor> in, const Attrs&) { return ops::one_output(in[1].sizes(), in[1].dtype()); }},
     &autograd::kNotDifferentiable));
 
-constexpr autograd::BackwardDef kCtcGrad{[](const BackwardContext& c) -> Grads {
-  const Tensor g = ops::call(kCtcBackward, {c.grads[0], c.inputs[0], c.inputs[1], c.inputs[2], c.inputs[3]},
-                             {{"blank", c.attrs.get_int("blank")}, {"zero_infinity", c.attrs.get_bool("zero_infinity")}});
-  return {g, Tensor(), Tensor(), Tensor()};
-}, autograd::kSaveInputs};
+constexpr autograd::BackwardDef kCtcGrad{
+    [](const BackwardContext& c) -> Grads {
+      const Tensor g =
+          ops::call(kCtcBackward, {c.grads[0], c.inputs[0], c.inputs[1], c.inputs[2], c.inputs[3]},
+                    {{"blank", c.attrs.get_int("blank")}, {"zero_infinity", c.attrs.get_bool("zero_infinity")}});
+      return {g, Tensor(), Tensor(), Tensor()};
+    },
+    autograd::kSaveInputs};
 const OpDef& kCtc = register_op(ops::with_backward(
     OpDef{"ctc_loss",
           "ctc_loss(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int blank, bool "
@@ -92,20 +95,20 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
       std::copy(flat.begin() + at, flat.begin() + at + tg_len[static_cast<size_t>(n)], rows.begin() + n * longest);
     padded = tensor(rows).reshape({N, longest});
   } else {
-    check(padded.size(0) == N && padded.size(1) >= longest, op, "expected padded targets of shape (", N, ", >= ",
-          longest, ") but got ", shape_text(targets.sizes()));
+    check(padded.size(0) == N && padded.size(1) >= longest, op, "expected padded targets of shape (", N,
+          ", >= ", longest, ") but got ", shape_text(targets.sizes()));
   }
   padded = padded.contiguous();
   const int64_t width = padded.size(1);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < tg_len[static_cast<size_t>(n)]; ++i) {
       const int64_t label = padded.data_ptr<int64_t>()[n * width + i];
-      check(label >= 0 && label < C && label != blank, op, "expected target labels in [0, ", C,
-            ") other than blank (", blank, ") but sample ", n, " has ", label, " at position ", i);
+      check(label >= 0 && label < C && label != blank, op, "expected target labels in [0, ", C, ") other than blank (",
+            blank, ") but sample ", n, " has ", label, " at position ", i);
     }
   const Tensor lengths_in = tensor(in_len), lengths_tg = tensor(tg_len);
-  const Tensor nll = ops::call(kCtc, {lp, padded, lengths_in, lengths_tg},
-                               {{"blank", blank}, {"zero_infinity", zero_infinity}});
+  const Tensor nll =
+      ops::call(kCtc, {lp, padded, lengths_in, lengths_tg}, {{"blank", blank}, {"zero_infinity", zero_infinity}});
   const Tensor losses = batched ? nll : nll.squeeze(0);
   if (reduction == "none") return losses;
   if (reduction == "sum") return sum(losses);
@@ -116,7 +119,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
 }  // namespace nn
 
 namespace {
-const bool bound = [] {
+const bool registered = [] {
   ops::def<&nn::ctc_loss>(
       "ctc_loss(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int blank=0, str "
       "reduction='mean', bool zero_infinity=False) -> Tensor");
