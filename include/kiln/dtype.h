@@ -77,7 +77,10 @@ struct BFloat16 {
 class Scalar {
  public:
   enum class Kind : uint8_t { Bool, Int, Float };
-  Scalar(double v) : kind_(Kind::Float), d_(v), i_(static_cast<int64_t>(v)) {}  // NOLINT
+  // Its integer value truncates; NaN, infinities and doubles beyond int64's
+  // range (whose conversion is undefined behaviour) keep 0 there.
+  Scalar(double v)
+      : kind_(Kind::Float), d_(v), i_(v >= -0x1p63 && v < 0x1p63 ? static_cast<int64_t>(v) : 0) {}  // NOLINT
   Scalar(float v) : Scalar(static_cast<double>(v)) {}                          // NOLINT
   Scalar(bool v) : kind_(Kind::Bool), d_(v), i_(v) {}                           // NOLINT
   template <typename I, typename = std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>>>
