@@ -49,17 +49,7 @@ constexpr size_t kMaxBytes = size_t{1} << 57;
 
 thread_local bool unwritten_allocations = false;
 
-// GCC defines __SANITIZE_ADDRESS__, clang only answers __has_feature.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KILN_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(KILN_ASAN)
-constexpr bool kCacheEnabled = false;
-#else
-constexpr bool kCacheEnabled = true;
-#endif
+constexpr bool kCacheEnabled = !KILN_ASAN;
 
 // Smallest of 2^k, 1.25 * 2^k, 1.5 * 2^k, 1.75 * 2^k that holds n
 // (n <= kMaxBytes, so 2^(k+1) cannot wrap).

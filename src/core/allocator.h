@@ -3,6 +3,20 @@
 #pragma once
 #include <cstddef>
 
+// Whether AddressSanitizer instruments this build (GCC defines
+// __SANITIZE_ADDRESS__, clang only answers __has_feature): the allocator
+// then caches nothing, so ASan sees every free.
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_ASAN 1
+#endif
+#endif
+#ifndef KILN_ASAN
+#define KILN_ASAN 0
+#endif
+
 namespace kiln::core {
 
 void* allocate(size_t nbytes);

@@ -83,21 +83,20 @@ constexpr autograd::BackwardDef kSoftplusGrad{
       return {where(gt(z, wrapped_scalar(c.attrs.get_double("threshold"))), g0(c), g0(c) * sigmoid(z))};
     },
     kSaveInputs};
-constexpr autograd::BackwardDef kHardtanhGrad{[](const Ctx& c) -> Grads {
-                                                const Tensor& x = x0(c);
-                                                const Tensor inside =
-                                                    logical_and(gt(x, wrapped_scalar(c.attrs.get_double("min_val"))),
-                                                                lt(x, wrapped_scalar(c.attrs.get_double("max_val"))));
-                                                return {g0(c) * inside.to(x.dtype())};
-                                              },
-                                              kSaveInputs};
-constexpr autograd::BackwardDef kHardsigmoidGrad{[](const Ctx& c) -> Grads {
-                                                   const Tensor& x = x0(c);
-                                                   const Tensor inside = logical_and(gt(x, wrapped_scalar(-3.0)),
-                                                                                     lt(x, wrapped_scalar(3.0)));
-                                                   return {g0(c) * inside.to(x.dtype()) / 6.0};
-                                                 },
-                                                 kSaveInputs};
+// The gradient where lo < x < hi (inclusive: lo <= x <= hi), 0 elsewhere.
+Tensor passed_between(const Ctx& c, double lo, double hi, bool inclusive) {
+  const Tensor& x = x0(c);
+  const Tensor above = inclusive ? ge(x, wrapped_scalar(lo)) : gt(x, wrapped_scalar(lo));
+  const Tensor below = inclusive ? le(x, wrapped_scalar(hi)) : lt(x, wrapped_scalar(hi));
+  return g0(c) * logical_and(above, below).to(x.dtype());
+}
+constexpr autograd::BackwardDef kHardtanhGrad{
+    [](const Ctx& c) -> Grads {
+      return {passed_between(c, c.attrs.get_double("min_val"), c.attrs.get_double("max_val"), false)};
+    },
+    kSaveInputs};
+constexpr autograd::BackwardDef kHardsigmoidGrad{
+    [](const Ctx& c) -> Grads { return {passed_between(c, -3.0, 3.0, false) / 6.0}; }, kSaveInputs};
 constexpr autograd::BackwardDef kHardswishGrad{[](const Ctx& c) -> Grads {
                                                  const Tensor& x = x0(c);
                                                  const Tensor middle =
@@ -116,14 +115,11 @@ constexpr autograd::BackwardDef kErfGrad{
 // sign, floor, ceil, round: flat almost everywhere.
 constexpr autograd::BackwardDef kFlatGrad{[](const Ctx& c) -> Grads { return {zeros_like(g0(c))}; }, kSaveNone};
 constexpr autograd::BackwardDef kSquareGrad{[](const Ctx& c) -> Grads { return {g0(c) * x0(c) * 2}; }, kSaveInputs};
-constexpr autograd::BackwardDef kClampGrad{[](const Ctx& c) -> Grads {
-                                             const Tensor& x = x0(c);
-                                             const Tensor inside =
-                                                 logical_and(ge(x, wrapped_scalar(c.attrs.get_double("min"))),
-                                                             le(x, wrapped_scalar(c.attrs.get_double("max"))));
-                                             return {g0(c) * inside.to(x.dtype())};
-                                           },
-                                           kSaveInputs};
+constexpr autograd::BackwardDef kClampGrad{
+    [](const Ctx& c) -> Grads {
+      return {passed_between(c, c.attrs.get_double("min"), c.attrs.get_double("max"), true)};
+    },
+    kSaveInputs};
 
 constexpr autograd::BackwardDef kAddGrad{
     [](const Ctx& c) -> Grads {

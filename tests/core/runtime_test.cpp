@@ -227,14 +227,6 @@ TEST(Runtime, RandpermIsAPermutationUniformOverPositions) {
   expect_error([] { (void)randperm(3, kBool); }, {"randperm", "bool"});
 }
 
-// Under ASan the allocator caches nothing (src/core/allocator.cpp); GCC
-// says so with __SANITIZE_ADDRESS__, clang through __has_feature.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) && !defined(__SANITIZE_ADDRESS__)
-#define __SANITIZE_ADDRESS__ 1
-#endif
-#endif
-
 TEST(Runtime, LargeBlocksAreCachedAndReleased) {
   empty_cache();
   EXPECT_EQ(allocator_cached_bytes(), 0u);
@@ -243,7 +235,7 @@ TEST(Runtime, LargeBlocksAreCachedAndReleased) {
     Tensor t = empty({1 << 20});  // 4 MiB
     first = t.raw_data();
   }
-#if !defined(__SANITIZE_ADDRESS__)
+#if !KILN_ASAN  // the allocator caches nothing under ASan
   EXPECT_GE(allocator_cached_bytes(), size_t{4} << 20);
   Tensor again = empty({(1 << 20) - 100});  // same size class: the cached block comes back
   EXPECT_EQ(again.raw_data(), first);
@@ -286,7 +278,7 @@ TEST(Runtime, SmallBlocksAreAlignedAndKeepTheirData) {
 // kept apart when released, and mapped when an ordinary tensor draws it
 // (Note [Untouched blocks] in src/core/allocator.cpp).
 TEST(Runtime, CachedBlocksComeWithTheirPagesMapped) {
-#if !defined(__SANITIZE_ADDRESS__)
+#if !KILN_ASAN  // the allocator caches nothing under ASan
   empty_cache();
   const size_t bytes = size_t{3} << 20, pages = bytes / 4096 - 1;
   const Tensor t = empty({3 << 18});  // 3 MiB, never written here
